@@ -1,0 +1,115 @@
+"""Engines, sessions and migrations: how the library reaches its database.
+
+A bare path means a SQLite file (WAL journal so readers never block the writer, 30 s busy timeout
+so a second process such as a report waits instead of failing). Any other string is passed to
+SQLAlchemy as a URL, e.g. ``postgresql+psycopg://user@host/db``. Alembic is the schema source:
+:func:`upgrade` applies the shipped migrations, and opening a library runs it by default.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from evokernel.exceptions import LibraryError
+
+T = TypeVar("T")
+
+SQLITE_BUSY_TIMEOUT_S = 30
+# Transient errors (locked SQLite file, dropped PostgreSQL connection) are retried this often,
+# backing off 0.05, 0.1, 0.2, ... s; a real error surfaces after the last try.
+MAX_ATTEMPTS = 5
+
+
+def normalize_url(url_or_path: str | Path) -> str:
+    text = str(url_or_path)
+    if "://" in text:
+        return text
+    path = Path(text).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            # NORMAL is durable under WAL except for the last transactions on power loss, not on a
+            # killed process, which is the failure resume must survive.
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("evokernel.db") / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url_or_path: str | Path, revision: str = "head") -> str:
+    """Apply the shipped alembic migrations up to ``revision``; returns the normalized URL."""
+    from alembic import command
+    from alembic.util.exc import CommandError
+
+    url = normalize_url(url_or_path)
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except (CommandError, OperationalError) as exc:
+        raise LibraryError(f"cannot migrate the library at {redact(url)}: {exc}") from exc
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL must still produce a message
+        return "<unparseable url>"
+
+
+class SessionScope:
+    """Every storage call runs in one short transaction with bounded retry on transient errors."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._factory = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._factory() as session, session.begin():
+            yield session
+
+    def run(self, fn: Callable[[Session], T]) -> T:
+        delay = 0.05
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                with self.session() as session:
+                    return fn(session)
+            except (OperationalError, DBAPIError) as exc:
+                transient = isinstance(exc, OperationalError) or exc.connection_invalidated
+                if not transient or attempt == MAX_ATTEMPTS - 1:
+                    raise LibraryError(f"library write failed: {exc.orig or exc}") from exc
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")

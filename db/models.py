@@ -1,0 +1,205 @@
+"""SQLAlchemy 2 models of the solution library.
+
+The alembic migrations under ``migrations/versions`` are the schema source; these models must
+match them (tests/db/test_migrations.py compares the two). Everything a run does is a row, so a
+killed run can be resumed from the library alone:
+
+    runs ─┬─ run_tasks ── tasks
+          ├─ islands
+          ├─ proposals ── candidates ─┬─ candidate_parents (lineage, ordered)
+          │                           └─ evaluations
+          ├─ llm_calls
+          └─ run_events
+    baselines (per task hash × device × software versions; shared across runs)
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # running | finished | interrupted | failed
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("name", "source_hash", name="uq_tasks_name_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source_hash: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text)
+    path: Mapped[str] = mapped_column(Text)
+    level: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class RunTaskRow(Base):
+    __tablename__ = "run_tasks"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), primary_key=True)
+    # Task name within the run (unique per run); order the tasks were given in.
+    name: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IslandRow(Base):
+    __tablename__ = "islands"
+    __table_args__ = (UniqueConstraint("run_id", "task_id", "index", name="uq_islands_run_task_index"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    index: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ProposalRow(Base):
+    __tablename__ = "proposals"
+    __table_args__ = (
+        UniqueConstraint("run_id", "task_id", "seq", name="uq_proposals_run_task_seq"),
+        Index("ix_proposals_run_task_state", "run_id", "task_id", "state"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    island: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    operator: Mapped[str] = mapped_column(String(40))
+    parents: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    idea: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # open (mutation not finished) | done (has a candidate) | failed (mutation gave no candidate)
+    state: Mapped[str] = mapped_column(String(10), default="open")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    raw_reply: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class CandidateRow(Base):
+    __tablename__ = "candidates"
+    __table_args__ = (
+        Index("ix_candidates_run_task_status", "run_id", "task_id", "status"),
+        Index("ix_candidates_run_task_island", "run_id", "task_id", "island"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    proposal_id: Mapped[int] = mapped_column(ForeignKey("proposals.id"), unique=True)
+    island: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    operator: Mapped[str] = mapped_column(String(40))
+    source: Mapped[str] = mapped_column(Text)
+    source_hash: Mapped[str] = mapped_column(String(32), index=True)
+    # Status of the latest evaluation ("pending" until there is one) and its reason.
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    # Denormalised fitness (speedup vs eager of a correct evaluation) so ranking needs no join.
+    speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class CandidateParentRow(Base):
+    __tablename__ = "candidate_parents"
+    child_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), primary_key=True)
+    parent_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class EvaluationRow(Base):
+    __tablename__ = "evaluations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    stage: Mapped[str] = mapped_column(String(20), default="")
+    device: Mapped[str] = mapped_column(String(200), default="")
+    interpreter: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_abs_error: Mapped[float | None] = mapped_column(Float, nullable=True)
+    runtime_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    runtime_iqr_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    runtime_cv: Mapped[float | None] = mapped_column(Float, nullable=True)
+    eager_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup_eager: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compile_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup_compile: Mapped[float | None] = mapped_column(Float, nullable=True)
+    feedback: Mapped[str] = mapped_column(Text, default="")
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class LLMCallRow(Base):
+    __tablename__ = "llm_calls"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    proposal_id: Mapped[int | None] = mapped_column(ForeignKey("proposals.id"), nullable=True)
+    model: Mapped[str] = mapped_column(String(200))
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    outcome: Mapped[str] = mapped_column(String(40), default="ok")
+    error: Mapped[str] = mapped_column(Text, default="")
+    prompt_hash: Mapped[str] = mapped_column(String(64), default="")
+    prompt: Mapped[str] = mapped_column(Text, default="")
+    reply: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class BaselineRow(Base):
+    __tablename__ = "baselines"
+    __table_args__ = (
+        UniqueConstraint("task_hash", "device", "versions", "kind", "variant", name="uq_baselines_key"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_hash: Mapped[str] = mapped_column(String(32))
+    device: Mapped[str] = mapped_column(String(200))
+    # e.g. "torch 2.5.1 / triton 3.1.0 / cuda 12.4": a baseline is only reused on identical software.
+    versions: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))  # eager | compile
+    variant: Mapped[str] = mapped_column(String(100), default="")
+    median_ms: Mapped[float] = mapped_column(Float)
+    iqr_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class RunEventRow(Base):
+    __tablename__ = "run_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,0 +1,25 @@
+"""Short texts for the next prompt: an error trimmed to what a model can act on."""
+
+from __future__ import annotations
+
+import traceback
+
+# A prompt needs the failing line of the candidate and the error, not 200 lines of Triton
+# internals; 1,500 characters keeps the lines that matter in every case seen so far.
+MAX_FEEDBACK_CHARS = 1500
+
+
+def trim_traceback(exc: BaseException, limit: int = MAX_FEEDBACK_CHARS) -> str:
+    """The candidate's own frames plus the final error lines, at most ``limit`` characters."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if f.filename.endswith("candidate.py")]
+    lines = [f"  candidate.py line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in own[-4:]]
+    message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    text = "\n".join([*lines, message]) if lines else message
+    if len(text) > limit:
+        text = text[: limit // 3] + "\n...\n" + text[-(2 * limit) // 3 :]
+    return text
+
+
+def tail(text: str, limit: int = MAX_FEEDBACK_CHARS) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]

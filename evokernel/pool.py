@@ -1,0 +1,154 @@
+"""``EvaluatorPool``: Ray actors that turn (task, source) into an :class:`Evaluation`.
+
+One actor per GPU (``num_gpus=1``, so Ray sets ``CUDA_VISIBLE_DEVICES`` and no two actors share a
+GPU), or on a CPU-only cluster a few CPU actors whose candidates run under Triton's interpreter.
+The same code runs on a laptop's local cluster and on a multi-node cluster reached by address.
+An actor runs one sandboxed evaluation at a time, so timings on a GPU never overlap. The pool
+knows nothing of islands or strategies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, WorkerCrashedError
+
+from evokernel.config_schema import EvaluationConfig, RayConfig
+from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.exceptions import EvaluationError
+from evokernel.tasks import task_globals_overrides
+from evokernel.types import Evaluation, Status, Task
+
+log = logging.getLogger(__name__)
+
+
+def init_ray(config: RayConfig) -> None:
+    """Start a local cluster (default) or join ``config.address``; a no-op when Ray is up."""
+    if ray.is_initialized():
+        return
+    # Ray's own uv/runtime-env hooks would try the network on some setups; the driver needs none.
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                              "log_to_driver": True}
+    if config.address:
+        ray.init(address=config.address, **kwargs)
+    else:
+        ray.init(num_cpus=config.num_cpus, **kwargs)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device: str
+    name: str
+    facts: str
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.facts})" if self.facts else self.name
+
+
+@ray.remote
+class EvaluatorActor:
+    """Runs sandboxed evaluations on the GPU (or CPU) Ray gave it, one at a time."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def hardware(self) -> dict[str, str]:
+        if self.device != "cuda":
+            return asdict(Hardware("cpu", "CPU (Triton interpreter)", f"{os.cpu_count()} cores"))
+        import torch
+
+        p = torch.cuda.get_device_properties(0)
+        smem = getattr(p, "shared_memory_per_block_optin", 0) // 1024
+        facts = (f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+                 f"{p.total_memory / 2**30:.0f} GiB, {smem} KiB shared memory per block")
+        return asdict(Hardware("cuda", p.name, facts))
+
+    def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        return run_sandboxed(request, timeout_s).to_dict()
+
+
+class EvaluatorPool:
+    def __init__(self, config: EvaluationConfig, ray_config: RayConfig) -> None:
+        init_ray(ray_config)
+        self.config = config
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if config.device == "auto":
+            self.device = "cuda" if gpus > 0 else "cpu"
+        elif config.device in ("cpu", "cuda"):
+            self.device = config.device
+        else:
+            raise EvaluationError(f"evaluation.device must be auto, cpu or cuda, not {config.device!r}")
+        if self.device == "cuda" and gpus == 0:
+            raise EvaluationError("evaluation.device=cuda but the Ray cluster has no GPU; use device=auto or cpu")
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        default_workers = gpus if self.device == "cuda" else max(1, min(2, cpus))
+        self.size = config.workers or default_workers
+        self.scale = config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
+        self._actors = [self._new_actor() for _ in range(self.size)]
+        self._load = [0] * self.size
+        self._hardware: Hardware | None = None
+
+    def _new_actor(self) -> Any:
+        if self.device == "cuda":
+            return EvaluatorActor.options(num_gpus=1, num_cpus=1, max_restarts=0).remote("cuda")
+        return EvaluatorActor.options(num_cpus=1, max_restarts=0).remote("cpu")
+
+    async def hardware(self) -> Hardware:
+        if self._hardware is None:
+            self._hardware = Hardware(**await self._actors[0].hardware.remote())
+        return self._hardware
+
+    def request(self, task: Task, source: str) -> dict[str, Any]:
+        overrides = [task_globals_overrides(task, self.scale, v) for v in range(1 + len(task.variants))]
+        return {
+            "task": {"name": task.name, "source": task.source,
+                     "tolerance": {k: list(v) for k, v in task.tolerance.items()},
+                     "nondeterministic": task.nondeterministic},
+            "overrides": overrides,
+            "candidate_source": source,
+            "device": self.device,
+            "seeds": self.config.seeds,
+            "timing": asdict(self.config.timing),
+        }
+
+    async def evaluate(self, task: Task, source: str) -> Evaluation:
+        """Evaluate on the least-loaded actor; an actor that dies is replaced and the candidate
+        retried once elsewhere, then classified ``crashed``."""
+        request = self.request(task, source)
+        last_error = ""
+        for _attempt in range(2):
+            index = min(range(self.size), key=self._load.__getitem__)
+            actor = self._actors[index]
+            self._load[index] += 1
+            try:
+                data = await actor.evaluate.remote(request, self.config.timeout_s)
+                return Evaluation.from_dict(data)
+            except (RayActorError, WorkerCrashedError) as exc:
+                last_error = f"evaluator actor died: {type(exc).__name__}"
+                log.warning("%s; replacing it", last_error)
+                if self._actors[index] is actor:
+                    self._actors[index] = self._new_actor()
+            finally:
+                self._load[index] -= 1
+        return Evaluation(status=Status.CRASHED, stage="pool", reason=f"{last_error} (twice)")
+
+    def health(self) -> dict[str, Any]:
+        return {"device": self.device, "workers": self.size, "in_flight": sum(self._load)}
+
+    def shutdown(self) -> None:
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
+
+    async def __aenter__(self) -> EvaluatorPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.sleep(0)
+        self.shutdown()

@@ -1,0 +1,123 @@
+"""Start or resume a run: wire config, library, tasks, pool, mutators and engine together.
+
+This is the Python API behind ``evokernel run``::
+
+    from evokernel import load_config, run_experiment
+    summary = run_experiment(load_config("experiments/quickstart.yaml", ["budget.evaluations=8"]))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evokernel.config import from_dict, to_dict
+from evokernel.config_schema import ExperimentConfig
+from evokernel.db import SolutionLibrary
+from evokernel.engine import Engine
+from evokernel.exceptions import ConfigError, TaskError
+from evokernel.mutators.base import Mutator
+from evokernel.pool import EvaluatorPool
+from evokernel.registry import resolve
+from evokernel.report import ProgressPrinter, Reporter
+from evokernel.tasks import load_tasks
+from evokernel.types import Scored, Task
+
+LLM_HINT = (
+    "no LLM configured: this run uses the tune operator only (Triton knob search on the tasks' seed "
+    "kernels). To let an LLM write kernels, set mutators.llm.model (any litellm model string, e.g. "
+    "mutators.llm.model=openai/gpt-4o with OPENAI_API_KEY set, or a local OpenAI-compatible server "
+    "with mutators.llm.model=openai/<name> mutators.llm.api_base=http://127.0.0.1:8000/v1)."
+)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    library_url: str
+    best: dict[str, Scored | None]
+    seeds: dict[str, Scored | None]
+    stopped: dict[str, str]
+
+
+def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
+    mutators: list[Mutator] = [resolve("mutators", "tune")(max_changes=config.mutators.tune.max_changes)]
+    if config.mutators.llm.model:
+        mutators.insert(0, resolve("mutators", "llm")(config.mutators.llm))
+    else:
+        reporter.say(LLM_HINT)
+    return mutators
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    *,
+    resume: str | None = None,
+    overrides: Sequence[str] = (),
+    reporter: Reporter | None = None,
+) -> RunSummary:
+    """Run ``config`` to its budget (or resume run ``resume`` from ``config.library``)."""
+    reporter = reporter or ProgressPrinter()
+    library = SolutionLibrary(config.library)
+    try:
+        if resume:
+            info = library.get_run(resume)
+            stored = from_dict(info.config, overrides)
+            stored.library = config.library
+            config, run_id = stored, resume
+            reporter.say(f"resuming run {run_id} ({info.name}, status was {info.status})")
+        tasks = load_tasks(config.tasks)
+        if resume:
+            _check_same_tasks(library, run_id, tasks)
+        else:
+            run_id = library.create_run(config.name, to_dict(config), config.seed)
+            for position, task in enumerate(tasks):
+                library.register_task(run_id, task, position)
+        for task in tasks:
+            library.ensure_islands(run_id, task.name, 1)
+        library.set_run_status(run_id, "running")
+        mutators = build_mutators(config, reporter)
+        pool = EvaluatorPool(config.evaluation, config.ray)
+        reporter.start(run_id, config, tasks, pool, library)
+        engine = Engine(config, library, pool, mutators, run_id, tasks, on_event=reporter.event)
+        try:
+            stopped = asyncio.run(_run(engine, mutators))
+        except BaseException:
+            library.set_run_status(run_id, "interrupted")
+            raise
+        finally:
+            pool.shutdown()
+        library.set_run_status(run_id, "finished")
+        library.log_event(run_id, "finished", "", {"stopped": stopped})
+        best = {t.name: next(iter(library.top(run_id, t.name, 1)), None) for t in tasks}
+        seeds = {t.name: _seed_candidate(library, run_id, t) for t in tasks}
+        summary = RunSummary(run_id, library.url, best, seeds, stopped)
+        reporter.finish(summary, tasks)
+        return summary
+    finally:
+        library.close()
+
+
+async def _run(engine: Engine, mutators: list[Mutator]) -> dict[str, str]:
+    try:
+        return await engine.run()
+    finally:
+        for mutator in mutators:
+            await mutator.aclose()
+
+
+def _seed_candidate(library: SolutionLibrary, run_id: str, task: Task) -> Scored | None:
+    gen0 = library.candidates(run_id, task.name, generation=0)
+    return next((sc for sc in gen0 if sc.candidate.operator == "seed_file"), None)
+
+
+def _check_same_tasks(library: SolutionLibrary, run_id: str, tasks: list[Task]) -> None:
+    stored = library.run_task_hashes(run_id)
+    now = {t.name: t.source_hash for t in tasks}
+    if set(stored) != set(now):
+        raise ConfigError(f"run {run_id} was started with tasks {sorted(stored)}, the config now gives {sorted(now)}")
+    changed = [name for name in stored if stored[name] != now[name]]
+    if changed:
+        raise TaskError(f"task file(s) changed since run {run_id} started: {', '.join(changed)}; "
+                        "resuming would mix results of different tasks")

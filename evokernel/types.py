@@ -1,0 +1,188 @@
+"""The small frozen dataclasses that parts of evokernel pass to each other.
+
+Data flows one way: a Strategy emits :class:`Proposal` s, a Mutator turns one into candidate
+source, the library records it as a :class:`Candidate`, the pool turns (task, source) into an
+:class:`Evaluation`. None of these hold live objects (modules, tensors, sessions), so every one
+can cross a process or Ray boundary and be rebuilt from a library row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+def source_hash(source: str) -> str:
+    """Content hash used to key tasks, candidates and build caches (16 hex chars = 64 bits)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+class Status(StrEnum):
+    """Outcome of evaluating one candidate. Every status but PENDING/CORRECT comes with a reason."""
+
+    PENDING = "pending"
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    REJECTED = "rejected"
+
+
+# Defaults from the verifier issue: fp32 1e-4, half types 1e-2; (atol, rtol).
+DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-7, 1e-7),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A KernelBench-format reference program plus optional evokernel metadata.
+
+    ``variants`` are overrides of the task module's globals (e.g. ``{"batch_size": 8}``) applied
+    before ``get_inputs()``/``get_init_inputs()``; the default sizes are always variant 0.
+    ``small`` is the override that scales the task down for CPU runs under Triton's interpreter.
+    """
+
+    name: str
+    path: str
+    source: str
+    level: int | None = None
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    variants: tuple[dict[str, Any], ...] = ()
+    small: dict[str, Any] = field(default_factory=dict)
+    seed_source: str | None = None
+    seed_path: str | None = None
+    nondeterministic: bool = False
+    description: str = ""
+
+    @property
+    def source_hash(self) -> str:
+        return source_hash(self.source)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a strategy wants tried next: an operator applied to parents on an island.
+
+    ``id`` and ``seq`` are assigned when the library records the proposal; ``seq`` numbers the
+    proposals of one (run, task) from 0 and makes per-proposal randomness reproducible on resume.
+    """
+
+    task: str
+    operator: str
+    island: int = 0
+    generation: int = 0
+    parents: tuple[int, ...] = ()
+    idea: str | None = None
+    id: int | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A concrete ``ModelNew`` source produced for a proposal."""
+
+    id: int
+    run_id: str
+    task: str
+    proposal_id: int
+    island: int
+    generation: int
+    operator: str
+    parents: tuple[int, ...]
+    source: str
+
+    @property
+    def source_hash(self) -> str:
+        return source_hash(self.source)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The verdict on one candidate. Runtimes are medians in milliseconds.
+
+    ``interpreter`` is True when Triton ran under ``TRITON_INTERPRET=1`` on a CPU: the timings are
+    then interpreter timings and say nothing about GPU performance.
+    """
+
+    status: Status
+    reason: str = ""
+    stage: str = ""
+    device: str = ""
+    interpreter: bool = False
+    max_abs_error: float | None = None
+    runtime_ms: float | None = None
+    runtime_iqr_ms: float | None = None
+    runtime_cv: float | None = None
+    eager_ms: float | None = None
+    speedup_eager: float | None = None
+    compile_ms: float | None = None
+    speedup_compile: float | None = None
+    feedback: str = ""
+    duration_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.CORRECT
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["status"] = self.status.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["status"] = Status(known["status"])
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate together with its evaluation (None while pending)."""
+
+    candidate: Candidate
+    evaluation: Evaluation | None
+
+    @property
+    def speedup(self) -> float:
+        """Speedup vs eager for correct candidates, 0.0 otherwise: the fitness used for ranking."""
+        ev = self.evaluation
+        if ev is None or not ev.ok or ev.speedup_eager is None:
+            return 0.0
+        return ev.speedup_eager
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """Accounting for one LLM request (never contains an API key)."""
+
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    outcome: str = "ok"
+    error: str = ""
+    prompt_hash: str = ""
+    prompt: str = ""
+    reply: str = ""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    name: str
+    config: dict[str, Any]
+    seed: int
+    status: str
+    created_at: str
+    finished_at: str | None = None

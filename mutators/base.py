@@ -1,0 +1,59 @@
+"""The mutator plug-in kind: turns a :class:`~evokernel.types.Proposal` into candidate source.
+
+Lifecycle: the engine builds each configured mutator once per run, then awaits
+:meth:`Mutator.mutate` for every proposal whose operator the mutator serves (several calls may be
+in flight at once, so implementations keep no per-call state on ``self``), and finally awaits
+:meth:`Mutator.aclose`. A mutator never touches the library or the evaluation pool: everything it
+needs comes in the :class:`MutationRequest`, and everything it spent (LLM calls) goes back in the
+:class:`MutationResult` for the engine to record.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from evokernel.types import LLMCall, Proposal, Scored, Task
+
+
+@dataclass(frozen=True)
+class MutationRequest:
+    proposal: Proposal
+    task: Task
+    parents: tuple[Scored, ...] = ()
+    # Derived from (run seed, task, proposal seq): a resumed run re-derives the same value.
+    rng_seed: int = 0
+    # Facts about the evaluation hardware for prompts ("NVIDIA H100, sm_90, 132 SMs").
+    hardware: str = ""
+    language: str = "triton"
+    # Source hashes already in the library for this task: cheap operators avoid re-proposing them.
+    avoid: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class MutationResult:
+    """Either ``source`` (a file defining ``ModelNew``) or an ``error`` saying why there is none."""
+
+    source: str | None
+    error: str = ""
+    raw_reply: str = ""
+    llm_calls: tuple[LLMCall, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.source is not None
+
+
+class Mutator(ABC):
+    """Base class of all mutators. ``operators`` lists the proposal operators it serves."""
+
+    name: ClassVar[str]
+    operators: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    async def mutate(self, request: MutationRequest) -> MutationResult:
+        """Produce one candidate source for ``request.proposal``; never raise for bad LLM output."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most mutators hold nothing
+        """Release clients or sessions at the end of a run."""

@@ -1,0 +1,116 @@
+"""The sandboxed evaluation of single candidates, through run_sandboxed (a real subprocess each)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evokernel.config_schema import TimingConfig
+from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.tasks import task_globals_overrides
+from evokernel.types import Status, Task
+
+FAST_TIMING = asdict(TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50))
+
+
+def request(task: Task, source: str) -> dict[str, Any]:
+    return {
+        "task": {"name": task.name, "source": task.source,
+                 "tolerance": {k: list(v) for k, v in task.tolerance.items()}, "nondeterministic": False},
+        "overrides": [task_globals_overrides(task, "small", v) for v in range(1 + len(task.variants))],
+        "candidate_source": source,
+        "device": "cpu",
+        "seeds": 2,
+        "timing": FAST_TIMING,
+    }
+
+
+def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
+    assert axpy_task.seed_source is not None
+    ev = run_sandboxed(request(axpy_task, axpy_task.seed_source), timeout_s=120)
+    assert ev.status is Status.CORRECT, ev.reason + ev.feedback
+    assert ev.interpreter and "interpreter" in ev.device.lower()
+    assert ev.runtime_ms and ev.runtime_ms > 0 and ev.eager_ms and ev.eager_ms > 0
+    assert ev.speedup_eager == pytest.approx(ev.eager_ms / ev.runtime_ms)
+    # every variant x seed was checked: 2 variants (default + n=77) x 2 seeds
+    assert [(c["variant"], c["seed"]) for c in ev.details["checks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_wrong_result_is_incorrect_with_location(axpy_task: Task) -> None:
+    assert axpy_task.seed_source is not None
+    wrong = axpy_task.seed_source.replace("3.0 * x + b", "3.0 * x + b * 1.001")
+    ev = run_sandboxed(request(axpy_task, wrong), timeout_s=120)
+    assert ev.status is Status.INCORRECT
+    assert ev.stage == "correctness"
+    assert "out of tolerance" in ev.reason and "expected" in ev.reason
+    assert ev.speedup_eager is None
+
+
+def test_only_default_size_correct_fails_on_variant(axpy_task: Task) -> None:
+    """A kernel hard-coded to the shown size (n=1000) is caught by the n=77 variant: it computes
+    garbage, or (out-of-bounds under the interpreter) corrupts memory and dies."""
+    assert axpy_task.seed_source is not None
+    hard = axpy_task.seed_source.replace("n = x.numel()", "n = 1000")
+    ev = run_sandboxed(request(axpy_task, hard), timeout_s=120)
+    assert ev.status in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.CRASHED), ev
+    if ev.status is Status.INCORRECT:
+        assert "variant 1" in ev.reason
+
+
+@pytest.mark.parametrize(
+    ("source", "status", "stage"),
+    [
+        ("this is not python", Status.COMPILE_ERROR, "build"),
+        ("import torch\n", Status.COMPILE_ERROR, "build"),  # no ModelNew
+        ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, b):\n"
+         "        raise ValueError('boom')\n", Status.RUNTIME_ERROR, "correctness"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", Status.CRASHED, "sandbox"),
+        ("import os\nos._exit(0)\n", Status.CRASHED, "sandbox"),
+    ],
+)
+def test_failures_are_classified(axpy_task: Task, source: str, status: Status, stage: str) -> None:
+    ev = run_sandboxed(request(axpy_task, source), timeout_s=60)
+    assert ev.status is status, ev
+    assert ev.stage == stage
+    assert ev.reason
+
+
+def test_hang_is_killed_at_timeout_with_its_children(axpy_task: Task, tmp_path: Any) -> None:
+    marker = tmp_path / "child.pid"
+    source = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "while True: time.sleep(1)\n"
+    )
+    # 12 s: the harness imports torch and triton (2-5 s on a loaded 2-core machine) before the candidate runs.
+    ev = run_sandboxed(request(axpy_task, source), timeout_s=12)
+    assert ev.status is Status.TIMEOUT
+    assert ev.duration_s < 30
+    child = int(marker.read_text())
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """True for a running process; a killed one may linger as a zombie until PID 1 reaps it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_candidate_sees_no_secrets(axpy_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    source = (
+        "import os\n"
+        "assert 'OPENAI_API_KEY' not in os.environ, 'leaked'\n"
+        "assert not any('secret' in v for v in os.environ.values()), 'leaked'\n"
+        + (axpy_task.seed_source or "")
+    )
+    ev = run_sandboxed(request(axpy_task, source), timeout_s=120)
+    assert ev.status is Status.CORRECT, ev.reason
