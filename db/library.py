@@ -13,6 +13,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
 from evokernel.db.connection import SessionScope, make_engine, normalize_url, redact, upgrade
 from evokernel.db.models import (
     BaselineRow,
@@ -28,10 +32,6 @@ from evokernel.db.models import (
     TaskRow,
     utcnow,
 )
-from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-
 from evokernel.exceptions import LibraryError, RunNotFoundError
 from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, RunInfo, Scored, Status, Task
 

@@ -10,7 +10,7 @@ killed run can be resumed from the library alone:
           │                           └─ evaluations
           ├─ llm_calls
           └─ run_events
-    baselines (per task hash × device × software versions; shared across runs)
+    baselines (per task hash x device x software versions; shared across runs)
 """
 
 from __future__ import annotations

@@ -70,8 +70,10 @@ def _tasks_list(args: argparse.Namespace) -> int:
     from evokernel.tasks import load_tasks
 
     tasks = load_tasks(args.paths)
-    rows = [[t.name, str(t.level or "-"), "yes" if t.seed_source else "-", str(len(t.variants)), t.path]
-            for t in tasks]
+    rows = [
+        [t.name, str(t.level or "-"), "yes" if t.seed_source else "-", str(len(t.variants)), t.path]
+        for t in tasks
+    ]
     print(format_table(rows, ["task", "level", "seed", "variants", "path"]))
     return 0
 

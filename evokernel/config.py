@@ -27,7 +27,7 @@ def _valid_keys(full_key: str) -> tuple[str, list[str]]:
         fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
         if part not in fields:
             break
-        default = fields[part].default_factory  # type: ignore[misc]
+        default = fields[part].default_factory
         node = default() if callable(default) else None
         walked.append(part)
         if not dataclasses.is_dataclass(node):
@@ -95,7 +95,9 @@ def _check(config: ExperimentConfig) -> None:
     if config.budget.evaluations < 1:
         raise ConfigError("budget.evaluations must be at least 1")
     if config.evaluation.seeds < 2:
-        raise ConfigError("evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one")
+        raise ConfigError(
+            "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"
+        )
     if not config.tasks:
         raise ConfigError("no tasks: set tasks=[path/to/task.py, ...] in the config or on the command line")
 

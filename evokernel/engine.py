@@ -68,11 +68,17 @@ class Engine:
 
     def _strategy(self) -> Strategy:
         cls = resolve("strategies", self.config.strategy.name)
-        return cls.from_params(dict(self.config.strategy.params))  # type: ignore[no-any-return]
+        return cls.from_params(dict(self.config.strategy.params))
 
     def _view(self, progress: TaskProgress) -> RunView:
-        return RunView(self.library, self.run_id, progress.task, self.config.seed, self.operators,
-                       in_flight=len(progress.in_flight))
+        return RunView(
+            self.library,
+            self.run_id,
+            progress.task,
+            self.config.seed,
+            self.operators,
+            in_flight=len(progress.in_flight),
+        )
 
     async def run(self) -> dict[str, str]:
         """Run every task to its budget; returns task name -> why it stopped."""
@@ -117,8 +123,10 @@ class Engine:
 
     def _why_nothing(self, task: Task) -> str:
         if task.seed_source is None and "seed" not in self.operators:
-            return (f" (task {task.name} has no seed implementation and no LLM is configured: set "
-                    "mutators.llm.model to let an LLM write one)")
+            return (
+                f" (task {task.name} has no seed implementation and no LLM is configured: set "
+                "mutators.llm.model to let an LLM write one)"
+            )
         return ""
 
     def _spawn(self, progress: TaskProgress, coro: object) -> None:
@@ -146,8 +154,13 @@ class Engine:
             parents = tuple(lib.get_candidate(pid) for pid in proposal.parents)
             known = frozenset(sc.candidate.source_hash for sc in lib.candidates(self.run_id, task.name))
             request = MutationRequest(
-                proposal=proposal, task=task, parents=parents, rng_seed=self._rng_seed(task.name, proposal.seq),
-                hardware=self._hardware, language=self.config.mutators.llm.language, avoid=known,
+                proposal=proposal,
+                task=task,
+                parents=parents,
+                rng_seed=self._rng_seed(task.name, proposal.seq),
+                hardware=self._hardware,
+                language=self.config.mutators.llm.language,
+                avoid=known,
             )
             uses_llm = mutator.name != "tune"
             if uses_llm:
@@ -159,7 +172,9 @@ class Engine:
                 lib.record_llm_call(self.run_id, proposal.id, call)
             if result.source is None:
                 lib.fail_proposal(proposal.id, result.error, result.raw_reply)
-                self.on_event("mutation_failed", {"task": task.name, "proposal": proposal, "error": result.error})
+                self.on_event(
+                    "mutation_failed", {"task": task.name, "proposal": proposal, "error": result.error}
+                )
                 return
             if source_hash(result.source) in known:
                 lib.fail_proposal(proposal.id, "duplicate of a candidate already in the library")
@@ -175,9 +190,13 @@ class Engine:
         scored = Scored(candidate, evaluation)
         progress.strategy.observe(self._view(progress), scored)
         best = self.library.top(self.run_id, progress.task.name, 1)
-        self.on_event("evaluated", {
-            "task": progress.task.name, "scored": scored,
-            "done": self.library.count_evaluated(self.run_id, progress.task.name),
-            "budget": self.config.budget.evaluations,
-            "best": best[0] if best else None,
-        })
+        self.on_event(
+            "evaluated",
+            {
+                "task": progress.task.name,
+                "scored": scored,
+                "done": self.library.count_evaluated(self.run_id, progress.task.name),
+                "budget": self.config.budget.evaluations,
+                "best": best[0] if best else None,
+            },
+        )

@@ -33,8 +33,11 @@ def init_ray(config: RayConfig) -> None:
         return
     # Ray's own uv/runtime-env hooks would try the network on some setups; the driver needs none.
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
-                              "log_to_driver": True}
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": logging.WARNING,
+        "log_to_driver": True,
+    }
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
@@ -65,8 +68,10 @@ class EvaluatorActor:
 
         p = torch.cuda.get_device_properties(0)
         smem = getattr(p, "shared_memory_per_block_optin", 0) // 1024
-        facts = (f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
-                 f"{p.total_memory / 2**30:.0f} GiB, {smem} KiB shared memory per block")
+        facts = (
+            f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+            f"{p.total_memory / 2**30:.0f} GiB, {smem} KiB shared memory per block"
+        )
         return asdict(Hardware("cuda", p.name, facts))
 
     def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -85,19 +90,24 @@ class EvaluatorPool:
         else:
             raise EvaluationError(f"evaluation.device must be auto, cpu or cuda, not {config.device!r}")
         if self.device == "cuda" and gpus == 0:
-            raise EvaluationError("evaluation.device=cuda but the Ray cluster has no GPU; use device=auto or cpu")
+            raise EvaluationError(
+                "evaluation.device=cuda but the Ray cluster has no GPU; use device=auto or cpu"
+            )
         cpus = int(ray.cluster_resources().get("CPU", 1))
         default_workers = gpus if self.device == "cuda" else max(1, min(2, cpus))
         self.size = config.workers or default_workers
-        self.scale = config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
+        self.scale = (
+            config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
+        )
         self._actors = [self._new_actor() for _ in range(self.size)]
         self._load = [0] * self.size
         self._hardware: Hardware | None = None
 
     def _new_actor(self) -> Any:
+        actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class
         if self.device == "cuda":
-            return EvaluatorActor.options(num_gpus=1, num_cpus=1, max_restarts=0).remote("cuda")
-        return EvaluatorActor.options(num_cpus=1, max_restarts=0).remote("cpu")
+            return actor_cls.options(num_gpus=1, num_cpus=1, max_restarts=0).remote("cuda")
+        return actor_cls.options(num_cpus=1, max_restarts=0).remote("cpu")
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
@@ -107,9 +117,12 @@ class EvaluatorPool:
     def request(self, task: Task, source: str) -> dict[str, Any]:
         overrides = [task_globals_overrides(task, self.scale, v) for v in range(1 + len(task.variants))]
         return {
-            "task": {"name": task.name, "source": task.source,
-                     "tolerance": {k: list(v) for k, v in task.tolerance.items()},
-                     "nondeterministic": task.nondeterministic},
+            "task": {
+                "name": task.name,
+                "source": task.source,
+                "tolerance": {k: list(v) for k, v in task.tolerance.items()},
+                "nondeterministic": task.nondeterministic,
+            },
             "overrides": overrides,
             "candidate_source": source,
             "device": self.device,

@@ -18,8 +18,14 @@ if TYPE_CHECKING:
 
 class Reporter(Protocol):
     def say(self, message: str) -> None: ...
-    def start(self, run_id: str, config: ExperimentConfig, tasks: list[Task], pool: EvaluatorPool,
-              library: SolutionLibrary) -> None: ...
+    def start(
+        self,
+        run_id: str,
+        config: ExperimentConfig,
+        tasks: list[Task],
+        pool: EvaluatorPool,
+        library: SolutionLibrary,
+    ) -> None: ...
     def event(self, kind: str, data: dict[str, Any]) -> None: ...
     def finish(self, summary: RunSummary, tasks: list[Task]) -> None: ...
 
@@ -52,18 +58,30 @@ class ProgressPrinter:
     def say(self, message: str) -> None:
         print(message, file=self.stream, flush=True)
 
-    def start(self, run_id: str, config: ExperimentConfig, tasks: list[Task], pool: EvaluatorPool,
-              library: SolutionLibrary) -> None:
+    def start(
+        self,
+        run_id: str,
+        config: ExperimentConfig,
+        tasks: list[Task],
+        pool: EvaluatorPool,
+        library: SolutionLibrary,
+    ) -> None:
         self._t0 = time.monotonic()
         self._interpreter = pool.device == "cpu"
         where = "CPU, Triton interpreter" if self._interpreter else "GPU"
-        self.say(f"run {run_id} '{config.name}': {len(tasks)} task(s), strategy {config.strategy.name}, "
-                 f"{config.budget.evaluations} evaluations per task")
-        self.say(f"  pool: {pool.size} evaluator(s) on {where}, {pool.scale} task sizes; "
-                 f"library: {redact(library.url)}")
+        self.say(
+            f"run {run_id} '{config.name}': {len(tasks)} task(s), strategy {config.strategy.name}, "
+            f"{config.budget.evaluations} evaluations per task"
+        )
+        self.say(
+            f"  pool: {pool.size} evaluator(s) on {where}, {pool.scale} task sizes; "
+            f"library: {redact(library.url)}"
+        )
         if self._interpreter:
-            self.say("  note: no GPU, so Triton runs under TRITON_INTERPRET=1 and timings are interpreter "
-                     "timings, not GPU performance")
+            self.say(
+                "  note: no GPU, so Triton runs under TRITON_INTERPRET=1 and timings are interpreter "
+                "timings, not GPU performance"
+            )
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         elapsed = time.monotonic() - self._t0
@@ -74,9 +92,11 @@ class ProgressPrinter:
             parents = ",".join(f"#{p}" for p in sc.candidate.parents)
             op = f"{sc.candidate.operator}({parents})" if parents else sc.candidate.operator
             verdict = f"{_speed(sc)} vs eager" if ev.ok else f"{ev.status.value}: {ev.reason[:90]}"
-            self.say(f"[{elapsed:6.1f}s] {data['task']:<22} {data['done']:>3}/{data['budget']:<3} "
-                     f"#{sc.candidate.id:<5} gen {sc.candidate.generation:<2} {op:<18} {verdict}   "
-                     f"best {_speed(data['best'])}")
+            self.say(
+                f"[{elapsed:6.1f}s] {data['task']:<22} {data['done']:>3}/{data['budget']:<3} "
+                f"#{sc.candidate.id:<5} gen {sc.candidate.generation:<2} {op:<18} {verdict}   "
+                f"best {_speed(data['best'])}"
+            )
         elif kind == "mutation_failed":
             self.say(f"[{elapsed:6.1f}s] {data['task']:<22} mutation failed: {str(data['error'])[:120]}")
         elif kind == "task_done":
@@ -96,5 +116,7 @@ class ProgressPrinter:
         self.say(format_table(rows, ["task", "best", "status", "speedup vs eager", "vs seed"]))
         if self._interpreter:
             self.say("(interpreter timings on CPU: they rank candidates but say nothing about GPU speed)")
-        self.say(f"run {summary.run_id} finished in {time.monotonic() - self._t0:.0f} s; "
-                 f"library: {redact(summary.library_url)}")
+        self.say(
+            f"run {summary.run_id} finished in {time.monotonic() - self._t0:.0f} s; "
+            f"library: {redact(summary.library_url)}"
+        )

@@ -116,8 +116,12 @@ def _check_same_tasks(library: SolutionLibrary, run_id: str, tasks: list[Task]) 
     stored = library.run_task_hashes(run_id)
     now = {t.name: t.source_hash for t in tasks}
     if set(stored) != set(now):
-        raise ConfigError(f"run {run_id} was started with tasks {sorted(stored)}, the config now gives {sorted(now)}")
+        raise ConfigError(
+            f"run {run_id} was started with tasks {sorted(stored)}, the config now gives {sorted(now)}"
+        )
     changed = [name for name in stored if stored[name] != now[name]]
     if changed:
-        raise TaskError(f"task file(s) changed since run {run_id} started: {', '.join(changed)}; "
-                        "resuming would mix results of different tasks")
+        raise TaskError(
+            f"task file(s) changed since run {run_id} started: {', '.join(changed)}; "
+            "resuming would mix results of different tasks"
+        )

@@ -15,7 +15,6 @@ import random
 from dataclasses import dataclass
 
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
-
 from evokernel.types import source_hash
 
 POW2 = tuple(2**i for i in range(11))  # 1 .. 1024
@@ -57,7 +56,9 @@ def _is_launch(call: ast.Call) -> bool:
     func = call.func
     if isinstance(func, ast.Subscript):
         return True
-    return (isinstance(func, ast.Attribute) and func.attr == "Config") or (isinstance(func, ast.Name) and func.id == "Config")
+    return (isinstance(func, ast.Attribute) and func.attr == "Config") or (
+        isinstance(func, ast.Name) and func.id == "Config"
+    )
 
 
 def find_knobs(source: str) -> list[Knob]:
@@ -68,7 +69,9 @@ def find_knobs(source: str) -> list[Knob]:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             choices = _choices(name, node.value)
             if choices is not None and node.end_col_offset is not None:
-                knobs.append(Knob(name, node.value, choices, node.lineno, node.col_offset, node.end_col_offset))
+                knobs.append(
+                    Knob(name, node.value, choices, node.lineno, node.col_offset, node.end_col_offset)
+                )
 
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call) or not _is_launch(node):
@@ -87,7 +90,9 @@ def find_knobs(source: str) -> list[Knob]:
 def apply_values(source: str, knobs: list[Knob], values: list[int]) -> str:
     """Rewrite each knob's literal; offsets are UTF-8 byte columns, as the AST gives them."""
     lines = source.splitlines(keepends=True)
-    for knob, value in sorted(zip(knobs, values, strict=True), key=lambda kv: (kv[0].line, kv[0].col), reverse=True):
+    for knob, value in sorted(
+        zip(knobs, values, strict=True), key=lambda kv: (kv[0].line, kv[0].col), reverse=True
+    ):
         raw = lines[knob.line - 1].encode()
         lines[knob.line - 1] = (raw[: knob.col] + str(value).encode() + raw[knob.end_col :]).decode()
     return "".join(lines)
@@ -123,8 +128,11 @@ class TuneMutator(Mutator):
         except SyntaxError as exc:
             return MutationResult(None, error=f"parent does not parse: {exc}")
         if not knobs:
-            return MutationResult(None, error="the parent has no Triton knobs to tune (no literal BLOCK_*, "
-                                              "num_warps or num_stages at a launch site)")
+            return MutationResult(
+                None,
+                error="the parent has no Triton knobs to tune (no literal BLOCK_*, "
+                "num_warps or num_stages at a launch site)",
+            )
         rng = random.Random(request.rng_seed)
         base = [k.value for k in knobs]
         if len(request.parents) > 1:  # knob crossover, only between parents of the same structure

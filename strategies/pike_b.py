@@ -22,8 +22,9 @@ from evokernel.view import RunView
 class PikeB(Strategy):
     name = "pike_b"
 
-    def __init__(self, branches: int = 10, top_k: int = 4, max_phases: int | None = None,
-                 operator: str = "auto") -> None:
+    def __init__(
+        self, branches: int = 10, top_k: int = 4, max_phases: int | None = None, operator: str = "auto"
+    ) -> None:
         if branches < 1 or top_k < 1:
             from evokernel.exceptions import ConfigError
 
@@ -44,7 +45,9 @@ class PikeB(Strategy):
             # Fill the current generation first (capacity may have split it), then wait for it.
             missing = self._size(view, gen) - view.proposals_made(generation=gen)
             if missing > 0:
-                return self._generation(view, gen, min(missing, capacity), view.proposals_made(generation=gen))
+                return self._generation(
+                    view, gen, min(missing, capacity), view.proposals_made(generation=gen)
+                )
             if view.in_flight:
                 return []
         next_gen = gen + 1
@@ -69,18 +72,29 @@ class PikeB(Strategy):
         if elites:
             op = self._mutation_operator(view)
             return [
-                Proposal(task=task, operator=op, generation=gen,
-                         parents=(elites[(start + b) % len(elites)].candidate.id,))
+                Proposal(
+                    task=task,
+                    operator=op,
+                    generation=gen,
+                    parents=(elites[(start + b) % len(elites)].candidate.id,),
+                )
                 for b in range(count)
             ]
         if "fix" not in view.operators:
             return []
-        failed = [sc for sc in view.candidates(generation=gen - 1)
-                  if sc.evaluation is not None and sc.evaluation.status is not Status.CORRECT]
+        failed = [
+            sc
+            for sc in view.candidates(generation=gen - 1)
+            if sc.evaluation is not None and sc.evaluation.status is not Status.CORRECT
+        ]
         if not failed:
             return []
         return [
-            Proposal(task=task, operator="fix", generation=gen,
-                     parents=(failed[(start + b) % len(failed)].candidate.id,))
+            Proposal(
+                task=task,
+                operator="fix",
+                generation=gen,
+                parents=(failed[(start + b) % len(failed)].candidate.id,),
+            )
             for b in range(count)
         ]

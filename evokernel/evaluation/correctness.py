@@ -23,14 +23,14 @@ def _flatten(out: Any) -> list[Any]:
     return [out]
 
 
-def compare(
-    got: Any, expected: Any, tolerance: dict[str, tuple[float, float]] | None = None
-) -> Comparison:
+def compare(got: Any, expected: Any, tolerance: dict[str, tuple[float, float]] | None = None) -> Comparison:
     """Outputs must be plain tensors of the reference's shape, dtype and device, within tolerance."""
     tol = tolerance or DEFAULT_TOLERANCE
     got_list, exp_list = _flatten(got), _flatten(expected)
     if len(got_list) != len(exp_list):
-        return Comparison(False, None, f"returned {len(got_list)} outputs, the reference returns {len(exp_list)}")
+        return Comparison(
+            False, None, f"returned {len(got_list)} outputs, the reference returns {len(exp_list)}"
+        )
     worst = 0.0
     for i, (g, e) in enumerate(zip(got_list, exp_list, strict=True)):
         where = f"output {i}: " if len(exp_list) > 1 else ""

@@ -64,7 +64,7 @@ def _clone(value: Any) -> Any:
 def _is_compile_error(exc: BaseException) -> bool:
     """Triton's JIT compiles at the first launch, so its compile errors surface during a call."""
     mod, name = type(exc).__module__, type(exc).__name__
-    return mod.startswith("triton") and "Compil" in name or isinstance(exc, SyntaxError)
+    return (mod.startswith("triton") and "Compil" in name) or isinstance(exc, SyntaxError)
 
 
 def _build_models(task: ModuleType, cand: ModuleType, device: torch.device) -> tuple[Any, Any]:
@@ -74,9 +74,10 @@ def _build_models(task: ModuleType, cand: ModuleType, device: torch.device) -> t
     try:
         torch.manual_seed(INIT_SEED)
         candidate = cand.ModelNew(*init).to(device).eval()
-    except Exception as exc:  # noqa: BLE001 - any failure of candidate code is a classified outcome
-        raise StageFailure(Status.RUNTIME_ERROR, "build", f"ModelNew(...) raised {type(exc).__name__}",
-                           trim_traceback(exc)) from exc
+    except Exception as exc:
+        raise StageFailure(
+            Status.RUNTIME_ERROR, "build", f"ModelNew(...) raised {type(exc).__name__}", trim_traceback(exc)
+        ) from exc
     ref_state, cand_state = reference.state_dict(), candidate.state_dict()
     # Same parameter names and shapes: give the candidate the reference's weights exactly, so a
     # candidate that initialises differently is not failed for it.
@@ -91,9 +92,11 @@ def _call(model: Any, inputs: list[Any], stage: str) -> Any:
     try:
         with torch.no_grad():
             return model(*inputs)
-    except Exception as exc:  # noqa: BLE001 - classified below, never swallowed
+    except Exception as exc:
         status = Status.COMPILE_ERROR if _is_compile_error(exc) else Status.RUNTIME_ERROR
-        raise StageFailure(status, stage, f"{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)) from exc
+        raise StageFailure(
+            status, stage, f"{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+        ) from exc
 
 
 def evaluate(request: dict[str, Any], workdir: Path) -> Evaluation:
@@ -111,9 +114,10 @@ def evaluate(request: dict[str, Any], workdir: Path) -> Evaluation:
     t0 = time.perf_counter()
     try:
         cand = load_module(workdir / "candidate.py", "evokernel_candidate")
-    except Exception as exc:  # noqa: BLE001
-        raise StageFailure(Status.COMPILE_ERROR, "build", f"import failed: {type(exc).__name__}: {exc}",
-                           trim_traceback(exc)) from exc
+    except Exception as exc:
+        raise StageFailure(
+            Status.COMPILE_ERROR, "build", f"import failed: {type(exc).__name__}: {exc}", trim_traceback(exc)
+        ) from exc
     if not hasattr(cand, "ModelNew"):
         raise StageFailure(Status.COMPILE_ERROR, "build", "the candidate defines no ModelNew")
     details["stage_s"]["build"] = time.perf_counter() - t0
@@ -130,8 +134,9 @@ def evaluate(request: dict[str, Any], workdir: Path) -> Evaluation:
             got = _call(candidate, _clone(inputs), "correctness")
             expected = _call(reference, _clone(inputs), "reference")
             result = compare(got, expected, tolerance)
-            details["checks"].append({"variant": variant, "seed": seed, "ok": result.ok,
-                                      "max_abs_error": result.max_abs_error})
+            details["checks"].append(
+                {"variant": variant, "seed": seed, "ok": result.ok, "max_abs_error": result.max_abs_error}
+            )
             if not result.ok:
                 where = f"variant {variant} {overrides or '(default sizes)'}, seed {seed}"
                 raise StageFailure(Status.INCORRECT, "correctness", f"{where}: {result.message}")
@@ -160,8 +165,10 @@ def evaluate(request: dict[str, Any], workdir: Path) -> Evaluation:
         runtime_cv=new.cv,
         eager_ms=eager.median_ms,
         speedup_eager=speedup,
-        feedback=(f"correct; {new.median_ms:.4g} ms vs eager {eager.median_ms:.4g} ms "
-                  f"= {speedup or 0:.3f}x{note}; max abs error {worst:.2g}"),
+        feedback=(
+            f"correct; {new.median_ms:.4g} ms vs eager {eager.median_ms:.4g} ms "
+            f"= {speedup or 0:.3f}x{note}; max abs error {worst:.2g}"
+        ),
         duration_s=time.perf_counter() - start,
         details=details,
     )
@@ -174,12 +181,20 @@ def main(argv: list[str]) -> int:
     try:
         evaluation = evaluate(request, request_path.parent)
     except StageFailure as failure:
-        evaluation = Evaluation(status=failure.status, stage=failure.stage, reason=failure.reason,
-                                feedback=failure.feedback, duration_s=time.perf_counter() - start)
+        evaluation = Evaluation(
+            status=failure.status,
+            stage=failure.stage,
+            reason=failure.reason,
+            feedback=failure.feedback,
+            duration_s=time.perf_counter() - start,
+        )
     except Exception as exc:  # noqa: BLE001 - e.g. the reference itself failed: report, do not hide
-        evaluation = Evaluation(status=Status.CRASHED, stage="harness",
-                                reason=f"harness error: {type(exc).__name__}: {exc}",
-                                feedback=traceback.format_exc()[-2000:])
+        evaluation = Evaluation(
+            status=Status.CRASHED,
+            stage="harness",
+            reason=f"harness error: {type(exc).__name__}: {exc}",
+            feedback=traceback.format_exc()[-2000:],
+        )
     device = torch.device(request["device"])
     label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
     evaluation = replace(evaluation, device=label, interpreter=device.type == "cpu")

@@ -25,17 +25,35 @@ from evokernel.types import Evaluation, Status
 # Variables a candidate process may inherit. Everything else (OPENAI_API_KEY, AWS_*, HTTP_PROXY,
 # ...) is dropped. PYTHONPATH stays because evaluation nodes may install packages with --target.
 ENV_ALLOW = (
-    "PATH", "LANG", "LC_ALL", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
-    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TORCH_CUDA_ARCH_LIST", "CC", "CXX",
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "TRITON_CACHE_DIR",
+    "TRITON_PTXAS_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "CC",
+    "CXX",
 )
 OUTPUT_CAP_BYTES = 64 * 1024
 
 
 def sandbox_env(device: str, workdir: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
-    env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"), OMP_NUM_THREADS="1")
+    env.update(
+        HOME=str(workdir),
+        TMPDIR=str(workdir),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
+        OMP_NUM_THREADS="1",
+    )
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -64,10 +82,13 @@ def run_sandboxed(request: dict[str, Any], timeout_s: float) -> Evaluation:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return Evaluation(status=Status.TIMEOUT, stage="timeout",
-                                  reason=f"killed after {timeout_s:.0f} s timeout",
-                                  feedback=f"the evaluation did not finish within {timeout_s:.0f} s",
-                                  duration_s=time.perf_counter() - start)
+                return Evaluation(
+                    status=Status.TIMEOUT,
+                    stage="timeout",
+                    reason=f"killed after {timeout_s:.0f} s timeout",
+                    feedback=f"the evaluation did not finish within {timeout_s:.0f} s",
+                    duration_s=time.perf_counter() - start,
+                )
             finally:
                 # Anything the candidate left running in its group dies with it.
                 _kill_group(proc)
@@ -81,17 +102,22 @@ def run_sandboxed(request: dict[str, Any], timeout_s: float) -> Evaluation:
             details = dict(evaluation.details)
             if output.strip():
                 details["output_tail"] = tail(output, 2000)
-            return Evaluation.from_dict({**evaluation.to_dict(), "details": details,
-                                         "duration_s": time.perf_counter() - start})
+            return Evaluation.from_dict(
+                {**evaluation.to_dict(), "details": details, "duration_s": time.perf_counter() - start}
+            )
         if code < 0:
             return _crashed(f"killed by signal {signal.Signals(-code).name}", output, start)
         return _crashed(f"exited with code {code} without a result", output, start)
 
 
 def _crashed(reason: str, output: str, start: float) -> Evaluation:
-    return Evaluation(status=Status.CRASHED, stage="sandbox", reason=reason,
-                      feedback=f"{reason}\n{tail(output, 1200)}".strip(),
-                      duration_s=time.perf_counter() - start)
+    return Evaluation(
+        status=Status.CRASHED,
+        stage="sandbox",
+        reason=reason,
+        feedback=f"{reason}\n{tail(output, 1200)}".strip(),
+        duration_s=time.perf_counter() - start,
+    )
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

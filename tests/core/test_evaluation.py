@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,12 @@ FAST_TIMING = asdict(TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=5
 
 def request(task: Task, source: str) -> dict[str, Any]:
     return {
-        "task": {"name": task.name, "source": task.source,
-                 "tolerance": {k: list(v) for k, v in task.tolerance.items()}, "nondeterministic": False},
+        "task": {
+            "name": task.name,
+            "source": task.source,
+            "tolerance": {k: list(v) for k, v in task.tolerance.items()},
+            "nondeterministic": False,
+        },
         "overrides": [task_globals_overrides(task, "small", v) for v in range(1 + len(task.variants))],
         "candidate_source": source,
         "device": "cpu",
@@ -66,8 +69,12 @@ def test_only_default_size_correct_fails_on_variant(axpy_task: Task) -> None:
     [
         ("this is not python", Status.COMPILE_ERROR, "build"),
         ("import torch\n", Status.COMPILE_ERROR, "build"),  # no ModelNew
-        ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, b):\n"
-         "        raise ValueError('boom')\n", Status.RUNTIME_ERROR, "correctness"),
+        (
+            "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, b):\n"
+            "        raise ValueError('boom')\n",
+            Status.RUNTIME_ERROR,
+            "correctness",
+        ),
         ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", Status.CRASHED, "sandbox"),
         ("import os\nos._exit(0)\n", Status.CRASHED, "sandbox"),
     ],

@@ -9,11 +9,15 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_DIRS = {"strategies": "evokernel.strategies", "islands": "evokernel.islands",
-               "mutators": "evokernel.mutators", "db": "evokernel.db"}
+PLUGIN_DIRS = {
+    "strategies": "evokernel.strategies",
+    "islands": "evokernel.islands",
+    "mutators": "evokernel.mutators",
+    "db": "evokernel.db",
+}
 
 
-def _setuptools() -> dict:  # type: ignore[type-arg]
+def _setuptools() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
 
@@ -40,8 +44,10 @@ def test_plugin_packages_import_from_their_folders_and_no_top_level_names() -> N
 
 
 def test_importing_evokernel_does_not_import_litellm_or_ray() -> None:
-    code = ("import sys, evokernel, evokernel.db, evokernel.strategies.pike_b, evokernel.mutators.tune;"
-            "print(sorted(m for m in ('litellm', 'ray') if m in sys.modules))")
+    code = (
+        "import sys, evokernel, evokernel.db, evokernel.strategies.pike_b, evokernel.mutators.tune;"
+        "print(sorted(m for m in ('litellm', 'ray') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

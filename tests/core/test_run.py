@@ -18,8 +18,12 @@ from evokernel.types import Status
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AXPY = str(FIXTURES / "tasks" / "axpy.py")
-FAST = ["evaluation.timing.warmup_ms=1", "evaluation.timing.min_reps=3", "evaluation.timing.max_ms=50",
-        "evaluation.timeout_s=120"]
+FAST = [
+    "evaluation.timing.warmup_ms=1",
+    "evaluation.timing.min_reps=3",
+    "evaluation.timing.max_ms=50",
+    "evaluation.timeout_s=120",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +37,17 @@ def local_ray() -> Iterator[None]:
 
 def test_tune_only_run_records_every_step(tmp_path: Path) -> None:
     db = tmp_path / "lib.db"
-    config = load_config(None, [f"tasks=[{AXPY}]", f"library={db}", "budget.evaluations=5",
-                                "strategy.params.branches=2", "strategy.params.top_k=2", *FAST])
+    config = load_config(
+        None,
+        [
+            f"tasks=[{AXPY}]",
+            f"library={db}",
+            "budget.evaluations=5",
+            "strategy.params.branches=2",
+            "strategy.params.top_k=2",
+            *FAST,
+        ],
+    )
     out = io.StringIO()
     summary = run_experiment(config, reporter=ProgressPrinter(out))
     text = out.getvalue()
@@ -50,7 +63,8 @@ def test_tune_only_run_records_every_step(tmp_path: Path) -> None:
     assert all(sc.candidate.parents for sc in cands[1:])
     assert len({sc.candidate.source_hash for sc in cands}) == 5  # tune never re-proposes a source
     assert all(sc.evaluation is not None for sc in cands)
-    assert summary.best["axpy"] is not None and summary.best["axpy"].evaluation.status is Status.CORRECT
+    best = summary.best["axpy"]
+    assert best is not None and best.evaluation is not None and best.evaluation.status is Status.CORRECT
     assert lib.get_run(summary.run_id).status == "finished"
     # generation-synchronous: gen 1 (2 branches) fully evaluated before any gen 2 candidate exists
     gens = [sc.candidate.generation for sc in cands]
@@ -64,25 +78,37 @@ def _kernel_reply(block: int, scale: str = "3.0") -> str:
 
 
 def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> None:
-    from llm_server import LLMServer, Reply
+    from tests.llm_server import LLMServer, Reply
 
     db = tmp_path / "lib.db"
     with LLMServer() as server:
         replies = [
             Reply(_kernel_reply(128), prompt_tokens=1000, completion_tokens=200),
-            Reply("I would use a larger block, but I won't write code today.", prompt_tokens=900,
-                  completion_tokens=30),
+            Reply(
+                "I would use a larger block, but I won't write code today.",
+                prompt_tokens=900,
+                completion_tokens=30,
+            ),
             Reply(_kernel_reply(256, scale="2.0"), prompt_tokens=1100, completion_tokens=210),
             Reply(_kernel_reply(512), prompt_tokens=1200, completion_tokens=220),
             Reply(_kernel_reply(1024), prompt_tokens=1300, completion_tokens=230),
         ]
         server.push(*replies)
-        config = load_config(None, [
-            f"tasks=[{AXPY}]", f"library={db}", "budget.evaluations=4", "strategy.params.branches=2",
-            "mutators.llm.model=openai/test-model", f"mutators.llm.api_base={server.url}",
-            "mutators.llm.timeout_s=20", "mutators.llm.input_cost_per_mtok=1.0",
-            "mutators.llm.output_cost_per_mtok=2.0", *FAST,
-        ])
+        config = load_config(
+            None,
+            [
+                f"tasks=[{AXPY}]",
+                f"library={db}",
+                "budget.evaluations=4",
+                "strategy.params.branches=2",
+                "mutators.llm.model=openai/test-model",
+                f"mutators.llm.api_base={server.url}",
+                "mutators.llm.timeout_s=20",
+                "mutators.llm.input_cost_per_mtok=1.0",
+                "mutators.llm.output_cost_per_mtok=2.0",
+                *FAST,
+            ],
+        )
         summary = run_experiment(config, reporter=ProgressPrinter(io.StringIO()))
         served = len(server.completions)
     lib = SolutionLibrary(db)

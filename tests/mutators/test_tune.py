@@ -43,15 +43,19 @@ def test_rewrite_changes_only_the_literals() -> None:
     assert out == "k[grid](x, y, BLOCK_SIZE=128, num_warps=8)  # BLOCK_SIZE=64 in a comment stays\n"
 
 
-def run(mutator: TuneMutator, request: MutationRequest):  # type: ignore[no-untyped-def]
+def run(mutator: TuneMutator, request: MutationRequest):
     return asyncio.run(mutator.mutate(request))
 
 
 def test_mutation_is_valid_reproducible_and_avoids_known() -> None:
     parent = matmul_seed()
     proposal = Proposal(task="matmul_fp16", operator="tune", parents=(1,))
-    req = MutationRequest(proposal=proposal, task=load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py"),
-                          parents=(scored(parent),), rng_seed=7)
+    req = MutationRequest(
+        proposal=proposal,
+        task=load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py"),
+        parents=(scored(parent),),
+        rng_seed=7,
+    )
     tuner = TuneMutator(max_changes=2)
     first, again = run(tuner, req), run(tuner, req)
     assert first.source is not None and first.source == again.source  # same seed, same child
@@ -86,8 +90,12 @@ def test_knob_crossover_mixes_parents_of_one_structure() -> None:
     task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
     both_high = 0
     for seed in range(20):
-        req = MutationRequest(proposal=Proposal(task="t", operator="tune", parents=(1, 2)), task=task,
-                              parents=(scored(a, 1), scored(b, 2)), rng_seed=seed)
+        req = MutationRequest(
+            proposal=Proposal(task="t", operator="tune", parents=(1, 2)),
+            task=task,
+            parents=(scored(a, 1), scored(b, 2)),
+            rng_seed=seed,
+        )
         res = run(TuneMutator(max_changes=1), req)
         assert res.source is not None
         values = {k.name: k.value for k in find_knobs(res.source)}

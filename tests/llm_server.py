@@ -1,0 +1,275 @@
+"""A real OpenAI-compatible HTTP server for tests, scripted by a queue of responses.
+
+Tests talk to it over HTTP through litellm exactly as a run talks to vLLM or a hosted API, so the
+client's retry, timeout and usage handling is exercised for real. It runs ``ThreadingHTTPServer``
+in a background thread on an ephemeral 127.0.0.1 port (stdlib only). Each ``POST
+/v1/chat/completions`` pops the next scripted response; every request is recorded (path, headers,
+parsed body) so tests can assert on prompts and headers. ``GET /v1/models`` lists ``model_id``.
+
+    with LLMServer() as server:
+        server.push(Reply("```python\\n...\\n```", prompt_tokens=100), HttpError(429, retry_after=0))
+        ... LLMConfig(model="openai/test-model", api_base=server.url) ...
+        assert server.requests[0].body["messages"][1]["content"] ...
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A normal completion; streamed as SSE chunks when the request says ``stream: true``."""
+
+    text: str
+    prompt_tokens: int = 10
+    completion_tokens: int = 20
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """An error status with an OpenAI-style JSON error body (429 carries ``Retry-After``)."""
+
+    status: int
+    message: str = "scripted error"
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Sleep before answering (longer than the client's timeout), then send ``then`` if still connected."""
+
+    seconds: float
+    then: Reply | None = None
+
+
+@dataclass(frozen=True)
+class BadBody:
+    """A 200 response whose body is not valid completion JSON (e.g. truncated mid-object)."""
+
+    body: str = '{"id": "chatcmpl-x", "choices": [{"index": 0, "message": {"role": "assis'
+
+
+Scripted = Reply | HttpError | Hang | BadBody
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None = None
+
+
+@dataclass
+class _State:
+    script: deque[Scripted] = field(default_factory=deque)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set on stop so a Hang wakes at once instead of holding the test for its full duration.
+    stopping: threading.Event = field(default_factory=threading.Event)
+    model_id: str = "test-model"
+
+
+def _completion(reply: Reply, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text},
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str, Any]]:
+    base = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    # Three content pieces are enough to prove the client reassembles deltas.
+    step = max(1, len(reply.text) // 3 + 1)
+    pieces = [reply.text[i : i + step] for i in range(0, len(reply.text), step)] or [""]
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    out += [
+        {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces
+    ]
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
+    if include_usage:
+        usage = _completion(reply, model)["usage"]
+        out.append({**base, "choices": [], "usage": usage})
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request stderr line; tests read ``requests`` instead."""
+
+    def _send_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self._send_raw(status, data, "application/json", extra)
+
+    def _send_raw(self, status: int, data: bytes, ctype: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _record(self, body: dict[str, Any] | None) -> None:
+        state = self.server.state
+        with state.lock:
+            headers = {
+                k.lower(): v for k, v in self.headers.items()
+            }  # HTTP header names are case-insensitive
+            state.requests.append(RecordedRequest(self.command, self.path, headers, body))
+
+    def do_GET(self) -> None:
+        self._record(None)
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            model = {"id": self.server.state.model_id, "object": "model", "owned_by": "tests"}
+            self._send_json(200, {"object": "list", "data": [model]})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_unparsed": raw.decode(errors="replace")}
+        self._record(body)
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        state = self.server.state
+        with state.lock:
+            item = state.script.popleft() if state.script else None
+        if item is None:
+            # An unscripted request is a test bug; 400 is not retried so it shows up as one call.
+            self._send_json(400, {"error": {"message": "LLMServer script is empty", "type": "test_error"}})
+            return
+        self._respond(item, body)
+
+    def _respond(self, item: Scripted, body: dict[str, Any]) -> None:
+        model = str(body.get("model", self.server.state.model_id))
+        if isinstance(item, Hang):
+            if self.server.state.stopping.wait(item.seconds) or item.then is None:
+                self.close_connection = True
+                return
+            item = item.then
+        if isinstance(item, HttpError):
+            extra = {} if item.retry_after is None else {"Retry-After": f"{item.retry_after:g}"}
+            err = {"error": {"message": item.message, "type": "scripted", "code": str(item.status)}}
+            self._send_json(item.status, err, extra)
+        elif isinstance(item, BadBody):
+            self._send_raw(200, item.body.encode(), "application/json")
+        elif body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            sse = "".join(f"data: {json.dumps(c)}\n\n" for c in _chunks(item, model, include_usage))
+            self._send_raw(200, (sse + "data: [DONE]\n\n").encode(), "text/event-stream")
+        else:
+            self._send_json(200, _completion(item, model))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Do not join handler threads on close: a client that gave up on a Hang must not block stop().
+    block_on_close = False
+
+    def __init__(self, state: _State) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = state
+
+
+class LLMServer:
+    """Start with :meth:`start` (or ``with``); ``url`` is the ``api_base`` to give litellm."""
+
+    def __init__(self, model_id: str = "test-model") -> None:
+        self._state = _State(model_id=model_id)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("LLMServer is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received so far, oldest first (a copy)."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    @property
+    def completions(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    @property
+    def pending(self) -> int:
+        """Scripted responses not consumed yet."""
+        with self._state.lock:
+            return len(self._state.script)
+
+    def push(self, *items: Scripted) -> None:
+        with self._state.lock:
+            self._state.script.extend(items)
+
+    def reset(self) -> None:
+        """Forget the script and the recorded requests (between tests sharing one server)."""
+        with self._state.lock:
+            self._state.script.clear()
+            self._state.requests.clear()
+
+    def start(self) -> LLMServer:
+        if self._server is not None:
+            return self
+        self._state.stopping.clear()
+        self._server = _Server(self._state)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="llm-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._state.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
