@@ -119,6 +119,7 @@ class Engine:
                     break
                 continue
             await asyncio.wait(progress.in_flight, return_when=asyncio.FIRST_COMPLETED)
+        lib.log_event(run, "task_done", progress.stopped, {"task": task.name})
         self.on_event("task_done", {"task": task.name, "reason": progress.stopped})
 
     def _why_nothing(self, task: Task) -> str:

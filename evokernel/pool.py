@@ -19,9 +19,9 @@ import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 
 from evokernel.config_schema import EvaluationConfig, RayConfig
+from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError
-from evokernel.tasks import task_globals_overrides
 from evokernel.types import Evaluation, Status, Task
 
 log = logging.getLogger(__name__)
@@ -115,20 +115,14 @@ class EvaluatorPool:
         return self._hardware
 
     def request(self, task: Task, source: str) -> dict[str, Any]:
-        overrides = [task_globals_overrides(task, self.scale, v) for v in range(1 + len(task.variants))]
-        return {
-            "task": {
-                "name": task.name,
-                "source": task.source,
-                "tolerance": {k: list(v) for k, v in task.tolerance.items()},
-                "nondeterministic": task.nondeterministic,
-            },
-            "overrides": overrides,
-            "candidate_source": source,
-            "device": self.device,
-            "seeds": self.config.seeds,
-            "timing": asdict(self.config.timing),
-        }
+        return build_request(
+            task,
+            source,
+            device=self.device,
+            scale=self.scale,
+            seeds=self.config.seeds,
+            timing=self.config.timing,
+        )
 
     async def evaluate(self, task: Task, source: str) -> Evaluation:
         """Evaluate on the least-loaded actor; an actor that dies is replaced and the candidate

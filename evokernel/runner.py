@@ -77,14 +77,16 @@ def run_experiment(
         for task in tasks:
             library.ensure_islands(run_id, task.name, 1)
         library.set_run_status(run_id, "running")
+        library.log_event(run_id, "resumed" if resume else "started", "", {"tasks": [t.name for t in tasks]})
         mutators = build_mutators(config, reporter)
         pool = EvaluatorPool(config.evaluation, config.ray)
         reporter.start(run_id, config, tasks, pool, library)
         engine = Engine(config, library, pool, mutators, run_id, tasks, on_event=reporter.event)
         try:
             stopped = asyncio.run(_run(engine, mutators))
-        except BaseException:
+        except BaseException as exc:
             library.set_run_status(run_id, "interrupted")
+            library.log_event(run_id, "interrupted", type(exc).__name__)
             raise
         finally:
             pool.shutdown()

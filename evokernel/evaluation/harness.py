@@ -62,9 +62,11 @@ def _clone(value: Any) -> Any:
 
 
 def _is_compile_error(exc: BaseException) -> bool:
-    """Triton's JIT compiles at the first launch, so its compile errors surface during a call."""
+    """Triton's JIT compiles at the first launch, so its compile errors surface during a call.
+    ``OutOfResources`` (a tile needing more shared memory than the GPU has) is a build failure too."""
     mod, name = type(exc).__module__, type(exc).__name__
-    return (mod.startswith("triton") and "Compil" in name) or isinstance(exc, SyntaxError)
+    from_triton = mod.startswith("triton") and ("Compil" in name or name == "OutOfResources")
+    return from_triton or isinstance(exc, SyntaxError)
 
 
 def _build_models(task: ModuleType, cand: ModuleType, device: torch.device) -> tuple[Any, Any]:

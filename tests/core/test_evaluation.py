@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evokernel.config_schema import TimingConfig
+from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
-from evokernel.tasks import task_globals_overrides
 from evokernel.types import Status, Task
 
-FAST_TIMING = asdict(TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50))
+FAST_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50)
 
 
 def request(task: Task, source: str) -> dict[str, Any]:
-    return {
-        "task": {
-            "name": task.name,
-            "source": task.source,
-            "tolerance": {k: list(v) for k, v in task.tolerance.items()},
-            "nondeterministic": False,
-        },
-        "overrides": [task_globals_overrides(task, "small", v) for v in range(1 + len(task.variants))],
-        "candidate_source": source,
-        "device": "cpu",
-        "seeds": 2,
-        "timing": FAST_TIMING,
-    }
+    return build_request(task, source, device="cpu", scale="small", timing=FAST_TIMING)
 
 
 def test_seed_is_correct_and_timed(axpy_task: Task) -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
 from evokernel.config_schema import TimingConfig
+from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
-from evokernel.tasks import load_tasks, task_globals_overrides
+from evokernel.tasks import load_tasks
 from evokernel.types import Status, Task
 
 pytestmark = [
@@ -22,26 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDED = [t for t in load_tasks(ROOT / "experiments" / "tasks") if t.seed_source]
 
 
-def _request(task: Task, source: str) -> dict[str, Any]:
-    return {
-        "task": {
-            "name": task.name,
-            "source": task.source,
-            "tolerance": {k: list(v) for k, v in task.tolerance.items()},
-            "nondeterministic": False,
-        },
-        "overrides": [task_globals_overrides(task, "full", v) for v in range(1 + len(task.variants))],
-        "candidate_source": source,
-        "device": "cuda",
-        "seeds": 2,
-        "timing": asdict(TimingConfig(max_ms=300)),
-    }
-
-
 @pytest.mark.parametrize("task", SEEDED, ids=[t.name for t in SEEDED])
 def test_bundled_seed_is_correct_on_the_gpu(task: Task) -> None:
     assert task.seed_source is not None
-    ev = run_sandboxed(_request(task, task.seed_source), timeout_s=300)
+    request = build_request(
+        task, task.seed_source, device="cuda", scale="full", timing=TimingConfig(max_ms=300)
+    )
+    ev = run_sandboxed(request, timeout_s=300)
     assert ev.status is Status.CORRECT, f"{ev.status}: {ev.reason}\n{ev.feedback}"
     assert not ev.interpreter and ev.runtime_ms and ev.eager_ms
     # The suite promises >= 50 us of eager work per task on a GPU.

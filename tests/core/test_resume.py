@@ -80,6 +80,7 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
     assert _count(db, "select count(*) from proposals where state = 'done'") == BUDGET
     assert _count(db, "select count(distinct source_hash) from candidates") == BUDGET
     assert _count(db, "select count(*) from runs where status = 'finished'") == 1
+    assert _count(db, "select count(*) from run_events where kind = 'resumed'") == 1
 
 
 def _group_alive(pgid: int) -> bool:

@@ -1,16 +1,17 @@
 """C = A @ B for fp16 A (M, K) and B (K, N); the result is fp16. ModelNew takes no arguments.
 
 Both operands are scaled by K**-0.25 so C has unit variance whatever K is: with plain randn inputs
-|C| ~ sqrt(2048) = 45, where one fp16 ulp is 0.03, and cuBLAS's fp16 split-K reductions could then
+|C| ~ sqrt(4096) = 64, where one fp16 ulp is 0.06, and cuBLAS's fp16 split-K reductions could then
 differ from an fp32-accumulating kernel by more than the fp16 atol of 1e-2 near zero.
+4096^3 because 2048^3 takes only 47 us in cuBLAS on an H100, too short to time kernels against.
 """
 
 import torch
 import torch.nn as nn
 
-M = 2048
-N = 2048
-K = 2048
+M = 4096
+N = 4096
+K = 4096
 
 
 class Model(nn.Module):

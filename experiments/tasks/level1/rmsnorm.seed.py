@@ -39,6 +39,15 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x2)
         n_rows, n_cols = x2.shape
         _rmsnorm_kernel[(n_rows,)](
-            x2, self.weight, y, n_cols, x2.stride(0), y.stride(0), self.eps, BLOCK_SIZE=64, num_warps=4, num_stages=2
+            x2,
+            self.weight,
+            y,
+            n_cols,
+            x2.stride(0),
+            y.stride(0),
+            self.eps,
+            BLOCK_SIZE=64,
+            num_warps=4,
+            num_stages=2,
         )
         return y.view(x.shape)

@@ -56,7 +56,11 @@ def _linear_gelu_kernel(
     t = tl.where(z < 0, -t, t)
     y = 0.5 * h * (1.0 + t)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn,
+        y.to(y_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 class ModelNew(nn.Module):
