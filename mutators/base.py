@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from evokernel.types import LLMCall, Proposal, Scored, Task
+from evokernel.types import Evaluation, LLMCall, Proposal, Scored, Task
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,16 @@ class MutationResult:
         return self.source is not None
 
 
+@dataclass(frozen=True)
+class IdeasResult:
+    """Distinct optimization ideas for a task (PIKE-B's brainstorm), or an ``error`` saying why none."""
+
+    ideas: tuple[str, ...]
+    error: str = ""
+    raw_reply: str = ""
+    llm_calls: tuple[LLMCall, ...] = field(default_factory=tuple)
+
+
 class Mutator(ABC):
     """Base class of all mutators. ``operators`` lists the proposal operators it serves."""
 
@@ -54,6 +64,12 @@ class Mutator(ABC):
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:
         """Produce one candidate source for ``request.proposal``; never raise for bad LLM output."""
+
+    def observe(  # noqa: B027 - optional hook
+        self, request: MutationRequest, result: MutationResult, evaluation: Evaluation | None
+    ) -> None:
+        """Told how the candidate of ``request`` did (None: no candidate); e.g. a bandit over models
+        learns from it. Called by the engine once per finished proposal; default: ignore."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most mutators hold nothing
         """Release clients or sessions at the end of a run."""
