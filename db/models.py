@@ -5,7 +5,7 @@ match them (tests/db/test_migrations.py compares the two). Everything a run does
 killed run can be resumed from the library alone:
 
     runs ─┬─ run_tasks ── tasks
-          ├─ islands
+          ├─ islands ── island_events (migrations, resets, reseeds)
           ├─ proposals ── candidates ─┬─ candidate_parents (lineage, ordered)
           │                           └─ evaluations
           ├─ llm_calls
@@ -90,6 +90,7 @@ class ProposalRow(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "task_id", "seq", name="uq_proposals_run_task_seq"),
         Index("ix_proposals_run_task_state", "run_id", "task_id", "state"),
+        Index("ix_proposals_run_task_generation", "run_id", "task_id", "generation"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -105,6 +106,10 @@ class ProposalRow(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     raw_reply: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Added in 0002 (nullable: rows of 0001 libraries have none; read as 0 / 1 / no ideas).
+    branch: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+    count: Mapped[int | None] = mapped_column(Integer, nullable=True, default=1)
+    ideas: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True, default=list)
 
 
 class CandidateRow(Base):
@@ -112,6 +117,9 @@ class CandidateRow(Base):
     __table_args__ = (
         Index("ix_candidates_run_task_status", "run_id", "task_id", "status"),
         Index("ix_candidates_run_task_island", "run_id", "task_id", "island"),
+        # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows.
+        Index("ix_candidates_run_task_generation", "run_id", "task_id", "generation"),
+        Index("ix_candidates_run_task_status_speedup", "run_id", "task_id", "status", "speedup"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -127,6 +135,23 @@ class CandidateRow(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     # Denormalised fitness (speedup vs eager of a correct evaluation) so ranking needs no join.
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    branch: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)  # 0002
+
+
+class IslandEventRow(Base):
+    """Membership changes of islands (see :class:`evokernel.types.IslandEvent`); added in 0002."""
+
+    __tablename__ = "island_events"
+    __table_args__ = (Index("ix_island_events_run_task", "run_id", "task_id", "generation"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"))
+    generation: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    island: Mapped[int] = mapped_column(Integer)
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), nullable=True)
+    from_island: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 

@@ -31,7 +31,42 @@ def _parser() -> argparse.ArgumentParser:
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
     ls = tasks_sub.add_parser("list", help="load task files or folders and list them")
     ls.add_argument("paths", nargs="+")
+    check = tasks_sub.add_parser(
+        "check", help="flag degenerate tasks (zero/constant/input-independent outputs)"
+    )
+    check.add_argument("paths", nargs="+")
+    check.add_argument("--scale", default="small", choices=["small", "full"], help="task sizes to screen at")
+    check.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    verify = sub.add_parser("verify", help="run every verifier stage on one candidate file")
+    verify.add_argument("task", help="task file (KernelBench format)")
+    verify.add_argument("candidate", help="candidate file defining ModelNew")
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    verify.add_argument("--timeout", type=float, default=180.0, help="seconds before the candidate is killed")
     return parser
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from evokernel.config_schema import EvaluationConfig
+    from evokernel.evaluation.verify import format_report, to_json, verify
+
+    evaluation = verify(args.task, args.candidate, args.device, EvaluationConfig(timeout_s=args.timeout))
+    print(to_json(evaluation) if args.json else format_report(evaluation))
+    return 0 if evaluation.ok else 1
+
+
+def _tasks_check(args: argparse.Namespace) -> int:
+    from evokernel.evaluation.screening import screen_tasks
+    from evokernel.tasks import load_tasks
+
+    tasks = load_tasks(args.paths)
+    flags = screen_tasks(tasks, args.scale, args.device)
+    for flag in flags:
+        print(f"FLAGGED {flag.describe()}")
+    flagged = {f.task for f in flags}
+    print(f"{len(tasks) - len(flagged)}/{len(tasks)} tasks pass; {len(flagged)} flagged")
+    return 1 if flags else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -42,8 +77,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.ray_address:
         overrides.append(f"ray.address={args.ray_address}")
     config = load_config(args.config, overrides)
-    run_experiment(config, resume=args.resume, overrides=overrides)
-    return 0
+    summary = run_experiment(config, resume=args.resume, overrides=overrides)
+    return 130 if summary.interrupted else 0  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
@@ -80,12 +115,12 @@ def _tasks_list(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "runs": _runs}
+    handlers = {"run": _run, "runs": _runs, "verify": _verify}
     try:
         if args.command == "db":
             return _db_upgrade(args)
         if args.command == "tasks":
-            return _tasks_list(args)
+            return _tasks_check(args) if args.tasks_command == "check" else _tasks_list(args)
         return handlers[args.command](args)
     except EvoKernelError as exc:
         print(f"evokernel: error: {exc}", file=sys.stderr)

@@ -12,8 +12,27 @@ from typing import Any
 
 
 @dataclass
+class ModelConfig:
+    """One model of an ensemble (``llm.models``). ``api_base`` and ``api_key_env`` left unset are
+    taken from the ``llm`` section; prices left at 0 come from litellm's local cost map."""
+
+    model: str = ""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    # Relative share of proposals under ``selection: weighted``; a prior multiplier under bandit.
+    weight: float = 1.0
+    input_cost_per_mtok: float = 0.0
+    output_cost_per_mtok: float = 0.0
+    # Requests to this model in flight at once; 0: only the engine's concurrency.llm limits them.
+    max_concurrent: int = 0
+
+
+@dataclass
 class LLMConfig:
-    """The ``llm`` mutator. ``model`` is any litellm model string; None disables LLM operators."""
+    """The ``llm`` mutator. ``model`` is any litellm model string; None (and no ``models``)
+    disables LLM operators. ``models`` lists an ensemble instead of the one ``model``; ``selection``
+    picks among them per proposal: ``weighted`` (random by weight) or ``bandit`` (most improvement
+    per dollar so far, with exploration)."""
 
     model: str | None = None
     # An OpenAI-compatible server (vLLM, SGLang, Ollama): e.g. http://127.0.0.1:8000/v1
@@ -29,13 +48,23 @@ class LLMConfig:
     input_cost_per_mtok: float = 0.0
     output_cost_per_mtok: float = 0.0
     language: str = "triton"
+    models: list[ModelConfig] = field(default_factory=list)
+    selection: str = "weighted"
+    # Ask for server-sent events; a long reply then keeps the connection busy instead of idle.
+    stream: bool = False
+
+    def enabled(self) -> bool:
+        """Whether any model is configured (the runner builds the LLM mutator only then)."""
+        return bool(self.model or self.models)
 
 
 @dataclass
 class TuneConfig:
-    """The ``tune`` mutator: changes 1..max_changes Triton knobs of the parent per proposal."""
+    """The ``tune`` mutator: changes 1..max_changes Triton knobs of the parent per proposal.
+    ``space`` replaces the derived choices of the knobs it names, e.g. ``{BLOCK_K: [32, 64]}``."""
 
     max_changes: int = 2
+    space: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -46,7 +75,9 @@ class MutatorsConfig:
 
 @dataclass
 class StrategyConfig:
-    """``name`` is a built-in (``pike_b``) or ``module:Class``; ``params`` go to that class."""
+    """``name`` is a built-in (``pike_b``, ``pike_o``, ``greedy``, ``random``), an entry point of
+    the group ``evokernel.strategies``, or ``package.module:Class`` / ``path/to/file.py:Class``;
+    ``params`` go to that class's constructor (e.g. ``strategy.params.branches=8``)."""
 
     name: str = "pike_b"
     params: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +93,8 @@ class TimingConfig:
     max_reps: int = 1000
     max_ms: float = 1000.0
     target_rse: float = 0.005
+    # Also time CUDA-graph replays of the call (launch-bound kernels); reported beside, not instead.
+    cuda_graph: bool = False
 
 
 @dataclass
@@ -72,7 +105,14 @@ class EvaluationConfig:
     device: str = "auto"
     scale: str = "auto"
     timeout_s: float = 180.0
-    seeds: int = 2
+    # Input seeds per variant (declared variants plus one the candidate was never shown).
+    seeds: int = 3
+    # Accept candidates that launch no Triton/CUDA kernel of their own (plain-PyTorch rewrites).
+    allow_torch: bool = False
+    # torch.compile baseline: auto (on for cuda only: on a CPU it costs tens of seconds), on, off.
+    compile_baseline: str = "auto"
+    # Host memory (RLIMIT_DATA) of the candidate process in MiB: 0 = 8 GiB on cpu, none on cuda; -1 none.
+    host_memory_mb: int = 0
     # Evaluator actors; 0 means one per GPU, or on CPU-only clusters min(2, CPUs).
     workers: int = 0
     timing: TimingConfig = field(default_factory=TimingConfig)
@@ -80,16 +120,33 @@ class EvaluationConfig:
 
 @dataclass
 class BudgetConfig:
-    """``evaluations`` is per task: every task of the run gets that many evaluated candidates."""
+    """Limits, any combination; each is checked before work starts, so a run never overspends.
+
+    ``evaluations`` is per task: every task of the run gets that many evaluated candidates (a
+    proposal whose mutation fails frees its slot). The others are per run, shared by all its
+    tasks, and None means no limit. ``llm_calls`` counts HTTP attempts (retries included): an LLM
+    mutation starts only if ``llm.max_retries + 1`` more calls fit. ``usd`` is the LLM cost: a
+    mutation starts only if the cost of the most expensive mutation so far fits for it and every
+    mutation in flight (the first LLM mutation runs alone to measure it), so a run overspends
+    only if one mutation costs more than every earlier one did. ``wall_time_s`` adds up over
+    sessions (a SIGKILLed session's time is not recorded): after it no work starts and work in
+    flight finishes. A resumed run keeps counting from what the library recorded.
+    """
 
     evaluations: int = 16
     # A run stops a task after this many proposals in a row that produced no candidate.
     max_failed_mutations: int = 20
+    llm_calls: int | None = None
+    usd: float | None = None
+    wall_time_s: float | None = None
 
 
 @dataclass
 class ConcurrencyConfig:
-    """Work in flight at once. ``evaluations`` 0 means twice the evaluator count."""
+    """Work in flight at once, over all tasks of the run: ``llm`` LLM requests (mutations and
+    ideas) and ``evaluations`` candidates on the pool (0: twice the evaluator count). Separate
+    limits, so slow LLM replies never idle the evaluators and a queue of evaluations never holds
+    back LLM calls."""
 
     evaluations: int = 0
     llm: int = 4

@@ -13,12 +13,13 @@ import asyncio
 import logging
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 
 from evokernel.config_schema import EvaluationConfig, RayConfig
+from evokernel.evaluation.baselines import KINDS, software_versions
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError
@@ -44,11 +45,33 @@ def init_ray(config: RayConfig) -> None:
         ray.init(num_cpus=config.num_cpus, **kwargs)
 
 
+class BaselineStore(Protocol):
+    """Where baselines are cached across runs: :class:`evokernel.db.SolutionLibrary` is one."""
+
+    def get_baseline(
+        self, task_hash: str, device: str, versions: str, kind: str, variant: str = ""
+    ) -> float | None: ...
+
+    def put_baseline(
+        self,
+        task_hash: str,
+        device: str,
+        versions: str,
+        kind: str,
+        median_ms: float,
+        iqr_ms: float = 0.0,
+        variant: str = "",
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class Hardware:
     device: str
     name: str
     facts: str
+    # Software versions and the device label that key cached baselines (see evaluation/baselines.py).
+    versions: str = ""
+    label: str = ""
 
     def describe(self) -> str:
         return f"{self.name} ({self.facts})" if self.facts else self.name
@@ -62,8 +85,12 @@ class EvaluatorActor:
         self.device = device
 
     def hardware(self) -> dict[str, str]:
+        versions = software_versions(self.device)
         if self.device != "cuda":
-            return asdict(Hardware("cpu", "CPU (Triton interpreter)", f"{os.cpu_count()} cores"))
+            facts = f"{os.cpu_count()} cores"
+            return asdict(
+                Hardware("cpu", "CPU (Triton interpreter)", facts, versions, "cpu (Triton interpreter)")
+            )
         import torch
 
         p = torch.cuda.get_device_properties(0)
@@ -72,16 +99,22 @@ class EvaluatorActor:
             f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
             f"{p.total_memory / 2**30:.0f} GiB, {smem} KiB shared memory per block"
         )
-        return asdict(Hardware("cuda", p.name, facts))
+        return asdict(Hardware("cuda", p.name, facts, versions, p.name))
 
     def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return run_sandboxed(request, timeout_s).to_dict()
 
 
 class EvaluatorPool:
-    def __init__(self, config: EvaluationConfig, ray_config: RayConfig) -> None:
+    """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
+    task's baselines are measured once per device and software versions, not per candidate."""
+
+    def __init__(
+        self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
+    ) -> None:
         init_ray(ray_config)
         self.config = config
+        self.baseline_store = baselines
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if config.device == "auto":
             self.device = "cuda" if gpus > 0 else "cpu"
@@ -114,7 +147,7 @@ class EvaluatorPool:
             self._hardware = Hardware(**await self._actors[0].hardware.remote())
         return self._hardware
 
-    def request(self, task: Task, source: str) -> dict[str, Any]:
+    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
         return build_request(
             task,
             source,
@@ -122,12 +155,45 @@ class EvaluatorPool:
             scale=self.scale,
             seeds=self.config.seeds,
             timing=self.config.timing,
+            evaluation=self.config,
+            baselines=baselines,
         )
+
+    async def _cached_baselines(self, task: Task) -> dict[str, Any] | None:
+        if self.baseline_store is None:
+            return None
+        hw = await self.hardware()
+        key = {"device": hw.label, "versions": hw.versions}
+        out: dict[str, Any] = {"key": key}
+        for kind in KINDS:
+            median = self.baseline_store.get_baseline(
+                task.source_hash, hw.label, hw.versions, kind, self.scale
+            )
+            out[kind] = {"median_ms": median, "iqr_ms": 0.0, "cv": 0.0, "reps": 0} if median else None
+        return out
+
+    def _store_baselines(self, task: Task, evaluation: Evaluation) -> None:
+        timing = evaluation.details.get("timing") or {}
+        key = timing.get("baseline_key")
+        if self.baseline_store is None or not key:
+            return
+        for kind in KINDS:
+            measured = timing.get(kind)
+            if measured and not measured.get("cached"):
+                self.baseline_store.put_baseline(
+                    task.source_hash,
+                    key["device"],
+                    key["versions"],
+                    kind,
+                    measured["median_ms"],
+                    measured["iqr_ms"],
+                    self.scale,
+                )
 
     async def evaluate(self, task: Task, source: str) -> Evaluation:
         """Evaluate on the least-loaded actor; an actor that dies is replaced and the candidate
         retried once elsewhere, then classified ``crashed``."""
-        request = self.request(task, source)
+        request = self.request(task, source, await self._cached_baselines(task))
         last_error = ""
         for _attempt in range(2):
             index = min(range(self.size), key=self._load.__getitem__)
@@ -135,7 +201,9 @@ class EvaluatorPool:
             self._load[index] += 1
             try:
                 data = await actor.evaluate.remote(request, self.config.timeout_s)
-                return Evaluation.from_dict(data)
+                evaluation = Evaluation.from_dict(data)
+                self._store_baselines(task, evaluation)
+                return evaluation
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error = f"evaluator actor died: {type(exc).__name__}"
                 log.warning("%s; replacing it", last_error)

@@ -1,38 +1,86 @@
 """Find plug-in classes by name without importing every plug-in up front.
 
 Resolution order for a name: a built-in listed here, then an installed package's entry point in
-the group ``evokernel.<kind>``, then a ``module:Class`` path. Only the class asked for is
-imported, so a run using ``tune`` never imports litellm.
+the group ``evokernel.<kind>``, then a ``module:Class`` path (or ``path/to/file.py:Class``, for
+a strategy kept beside an experiment). Only the class asked for is imported, so a run using
+``tune`` never imports litellm.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from evokernel.exceptions import PluginError
 
 BUILTINS: dict[str, dict[str, str]] = {
-    "strategies": {"pike_b": "evokernel.strategies.pike_b:PikeB"},
+    "strategies": {
+        "pike_b": "evokernel.strategies.pike_b:PikeB",
+        "pike_o": "evokernel.strategies.pike_o:PikeO",
+        "greedy": "evokernel.strategies.greedy:Greedy",
+        "random": "evokernel.strategies.random_search:RandomSearch",
+    },
     "mutators": {"tune": "evokernel.mutators.tune:TuneMutator", "llm": "evokernel.mutators.llm:LLMMutator"},
+    "migrations": {
+        "ring": "evokernel.islands.migration:RingMigration",
+        "random": "evokernel.islands.migration:RandomMigration",
+        "none": "evokernel.islands.migration:NoMigration",
+    },
+    "resets": {
+        "funsearch": "evokernel.islands.reset:FunSearchReset",
+        "none": "evokernel.islands.reset:NoReset",
+    },
 }
 
 
+SINGULAR = {"strategies": "strategy", "mutators": "mutator", "migrations": "migration", "resets": "reset"}
+
+
+def _load_file(path: Path, kind: str, name: str) -> ModuleType:
+    """Import a plug-in from a ``.py`` file (``path/to/my_strategy.py:MyStrategy``)."""
+    if not path.is_file():
+        raise PluginError(f"{SINGULAR[kind]} {name!r}: no file {path} (relative paths are from {Path.cwd()})")
+    module_name = f"evokernel_plugin_{path.stem}_{abs(hash(str(path.resolve()))):x}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"cannot load {SINGULAR[kind]} {name!r} from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _import(path: str, kind: str, name: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise PluginError(f"cannot import {kind[:-1]} {name!r} from module {module_name!r}: {exc}") from exc
+    module_name, _, attr = path.rpartition(":")
+    what = SINGULAR[kind]
+    if module_name.endswith(".py"):
+        module = _load_file(Path(module_name), kind, name)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise PluginError(f"cannot import {what} {name!r} from module {module_name!r}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError as exc:
-        raise PluginError(f"module {module_name!r} has no {attr!r} (asked for {kind[:-1]} {name!r})") from exc
+        raise PluginError(f"module {module_name!r} has no {attr!r} (asked for {what} {name!r})") from exc
+
+
+def available(kind: str) -> list[str]:
+    """Built-in and installed names for ``kind`` (nothing is imported)."""
+    return sorted(BUILTINS[kind]) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
 
 
 def resolve(kind: str, name: str) -> Any:
-    """The class registered as ``name`` for ``kind`` ("strategies" or "mutators")."""
+    """The class registered as ``name`` for ``kind`` ("strategies", "mutators", "migrations" or
+    "resets"); third-party packages register under the entry-point group ``evokernel.<kind>``."""
     builtins = BUILTINS[kind]
     if name in builtins:
         return _import(builtins[name], kind, name)
@@ -41,8 +89,8 @@ def resolve(kind: str, name: str) -> Any:
             return ep.load()
     if ":" in name:
         return _import(name, kind, name)
-    known = sorted(builtins) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
+    known = available(kind)
     raise PluginError(
-        f"unknown {kind[:-1]} {name!r}; built-in and installed: {', '.join(known)}; "
-        f"or give a 'package.module:Class' path"
+        f"unknown {SINGULAR[kind]} {name!r}; built-in and installed: {', '.join(known)}; "
+        f"or give a 'package.module:Class' or 'path/to/file.py:Class' path"
     )

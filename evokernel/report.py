@@ -12,7 +12,7 @@ from evokernel.types import Scored, Status, Task
 if TYPE_CHECKING:
     from evokernel.config_schema import ExperimentConfig
     from evokernel.db import SolutionLibrary
-    from evokernel.pool import EvaluatorPool
+    from evokernel.engine import Evaluator
     from evokernel.runner import RunSummary
 
 
@@ -23,7 +23,7 @@ class Reporter(Protocol):
         run_id: str,
         config: ExperimentConfig,
         tasks: list[Task],
-        pool: EvaluatorPool,
+        pool: Evaluator,
         library: SolutionLibrary,
     ) -> None: ...
     def event(self, kind: str, data: dict[str, Any]) -> None: ...
@@ -63,18 +63,24 @@ class ProgressPrinter:
         run_id: str,
         config: ExperimentConfig,
         tasks: list[Task],
-        pool: EvaluatorPool,
+        pool: Evaluator,
         library: SolutionLibrary,
     ) -> None:
         self._t0 = time.monotonic()
-        self._interpreter = pool.device == "cpu"
-        where = "CPU, Triton interpreter" if self._interpreter else "GPU"
+        device = getattr(pool, "device", "in-process")
+        self._interpreter = device == "cpu"
+        where = {"cpu": "CPU, Triton interpreter", "cuda": "GPU"}.get(device, device)
+        budget = config.budget
+        limits = [f"{budget.evaluations} evaluations per task"]
+        limits += [f"{budget.llm_calls} LLM calls"] if budget.llm_calls is not None else []
+        limits += [f"{budget.usd:g} USD"] if budget.usd is not None else []
+        limits += [f"{budget.wall_time_s:g} s"] if budget.wall_time_s is not None else []
         self.say(
             f"run {run_id} '{config.name}': {len(tasks)} task(s), strategy {config.strategy.name}, "
-            f"{config.budget.evaluations} evaluations per task"
+            + ", ".join(limits)
         )
         self.say(
-            f"  pool: {pool.size} evaluator(s) on {where}, {pool.scale} task sizes; "
+            f"  pool: {pool.size} evaluator(s) on {where}, {getattr(pool, 'scale', 'given')} task sizes; "
             f"library: {redact(library.url)}"
         )
         if self._interpreter:
@@ -101,6 +107,8 @@ class ProgressPrinter:
             self.say(f"[{elapsed:6.1f}s] {data['task']:<22} mutation failed: {str(data['error'])[:120]}")
         elif kind == "task_done":
             self.say(f"[{elapsed:6.1f}s] {data['task']:<22} done: {data['reason']}")
+        elif kind == "stopping":
+            self.say(f"[{elapsed:6.1f}s] {data['reason']}")
 
     def finish(self, summary: RunSummary, tasks: list[Task]) -> None:
         rows = []
@@ -116,7 +124,10 @@ class ProgressPrinter:
         self.say(format_table(rows, ["task", "best", "status", "speedup vs eager", "vs seed"]))
         if self._interpreter:
             self.say("(interpreter timings on CPU: they rank candidates but say nothing about GPU speed)")
+        verb = "was interrupted after" if summary.interrupted else "finished in"
         self.say(
-            f"run {summary.run_id} finished in {time.monotonic() - self._t0:.0f} s; "
+            f"run {summary.run_id} {verb} {time.monotonic() - self._t0:.0f} s; "
             f"library: {redact(summary.library_url)}"
         )
+        if summary.interrupted:
+            self.say(f"continue it with: evokernel run CONFIG --resume {summary.run_id}")

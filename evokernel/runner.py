@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from evokernel.config import from_dict, to_dict
 from evokernel.config_schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.engine import Engine
+from evokernel.engine import Engine, Evaluator
 from evokernel.exceptions import ConfigError, TaskError
 from evokernel.mutators.base import Mutator
-from evokernel.pool import EvaluatorPool
 from evokernel.registry import resolve
 from evokernel.report import ProgressPrinter, Reporter
 from evokernel.tasks import load_tasks
@@ -39,6 +38,8 @@ class RunSummary:
     best: dict[str, Scored | None]
     seeds: dict[str, Scored | None]
     stopped: dict[str, str]
+    # True when a SIGINT stopped the run early (status "interrupted"; resume with --resume).
+    interrupted: bool = False
 
 
 def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
@@ -56,8 +57,16 @@ def run_experiment(
     resume: str | None = None,
     overrides: Sequence[str] = (),
     reporter: Reporter | None = None,
+    pool: Evaluator | None = None,
+    mutators: list[Mutator] | None = None,
+    tasks: list[Task] | None = None,
 ) -> RunSummary:
-    """Run ``config`` to its budget (or resume run ``resume`` from ``config.library``)."""
+    """Run ``config`` to its budget (or resume run ``resume`` from ``config.library``).
+
+    ``pool``, ``mutators`` and ``tasks`` replace what the config would build (a Ray pool, the
+    configured mutators, the task files): tests, benchmarks and ``evokernel.testing`` pass
+    in-process ones. A run given ``tasks`` must be resumed with the same tasks.
+    """
     reporter = reporter or ProgressPrinter()
     library = SolutionLibrary(config.library)
     try:
@@ -67,34 +76,42 @@ def run_experiment(
             stored.library = config.library
             config, run_id = stored, resume
             reporter.say(f"resuming run {run_id} ({info.name}, status was {info.status})")
-        tasks = load_tasks(config.tasks)
+        tasks = load_tasks(config.tasks) if tasks is None else tasks
         if resume:
             _check_same_tasks(library, run_id, tasks)
         else:
             run_id = library.create_run(config.name, to_dict(config), config.seed)
             for position, task in enumerate(tasks):
                 library.register_task(run_id, task, position)
-        for task in tasks:
-            library.ensure_islands(run_id, task.name, 1)
         library.set_run_status(run_id, "running")
         library.log_event(run_id, "resumed" if resume else "started", "", {"tasks": [t.name for t in tasks]})
-        mutators = build_mutators(config, reporter)
-        pool = EvaluatorPool(config.evaluation, config.ray)
-        reporter.start(run_id, config, tasks, pool, library)
-        engine = Engine(config, library, pool, mutators, run_id, tasks, on_event=reporter.event)
+        mutators = build_mutators(config, reporter) if mutators is None else mutators
+        own_pool = pool is None
+        if pool is None:
+            from evokernel.pool import EvaluatorPool  # Ray and torch: only when a real pool is needed
+
+            evaluator: Evaluator = EvaluatorPool(config.evaluation, config.ray)
+        else:
+            evaluator = pool
+        reporter.start(run_id, config, tasks, evaluator, library)
+        engine = Engine(config, library, evaluator, mutators, run_id, tasks, on_event=reporter.event)
         try:
             stopped = asyncio.run(_run(engine, mutators))
         except BaseException as exc:
             library.set_run_status(run_id, "interrupted")
-            library.log_event(run_id, "interrupted", type(exc).__name__)
+            elapsed = {"elapsed_s": engine.budget.elapsed_s() - engine.budget.elapsed_before_s}
+            library.log_event(run_id, "interrupted", type(exc).__name__, elapsed)
             raise
         finally:
-            pool.shutdown()
-        library.set_run_status(run_id, "finished")
-        library.log_event(run_id, "finished", "", {"stopped": stopped})
+            if own_pool:
+                evaluator.shutdown()  # type: ignore[attr-defined]
+        elapsed = {"elapsed_s": engine.budget.elapsed_s() - engine.budget.elapsed_before_s}
+        status = "interrupted" if engine.interrupted else "finished"
+        library.set_run_status(run_id, status)
+        library.log_event(run_id, status, "", {"stopped": stopped, **elapsed})
         best = {t.name: next(iter(library.top(run_id, t.name, 1)), None) for t in tasks}
         seeds = {t.name: _seed_candidate(library, run_id, t) for t in tasks}
-        summary = RunSummary(run_id, library.url, best, seeds, stopped)
+        summary = RunSummary(run_id, library.url, best, seeds, stopped, engine.interrupted)
         reporter.finish(summary, tasks)
         return summary
     finally:
@@ -104,6 +121,10 @@ def run_experiment(
 async def _run(engine: Engine, mutators: list[Mutator]) -> dict[str, str]:
     try:
         return await engine.run()
+    except asyncio.CancelledError:
+        if engine.interrupted:  # a second SIGINT cancelled the run: stop at once, like Ctrl-C
+            raise KeyboardInterrupt from None
+        raise
     finally:
         for mutator in mutators:
             await mutator.aclose()

@@ -72,7 +72,12 @@ class Proposal:
     """What a strategy wants tried next: an operator applied to parents on an island.
 
     ``id`` and ``seq`` are assigned when the library records the proposal; ``seq`` numbers the
-    proposals of one (run, task) from 0 and makes per-proposal randomness reproducible on resume.
+    proposals of one (run, task) from 0 in the order they were recorded. ``branch`` is the
+    proposal's lane within its (island, generation) -- PIKE-B's branch, a slot index for other
+    strategies; together with island, generation, operator and parents it names the proposal
+    independently of recording order, which is what keys its randomness (see the engine).
+    ``count`` is how many results an operator that returns several should produce (the ``ideas``
+    operator's N); ``ideas`` holds them once the proposal is done. ``state`` is open, done or failed.
     """
 
     task: str
@@ -83,6 +88,10 @@ class Proposal:
     idea: str | None = None
     id: int | None = None
     seq: int | None = None
+    branch: int = 0
+    count: int = 1
+    ideas: tuple[str, ...] = ()
+    state: str = "open"
 
 
 @dataclass(frozen=True)
@@ -98,10 +107,27 @@ class Candidate:
     operator: str
     parents: tuple[int, ...]
     source: str
+    branch: int = 0
 
     @property
     def source_hash(self) -> str:
         return source_hash(self.source)
+
+
+@dataclass(frozen=True)
+class IslandEvent:
+    """A change of island membership, recorded at the start of ``generation``.
+
+    ``migrate``: ``candidate`` (living on ``from_island``) joins ``island`` as a migrant; migrants
+    never migrate again. ``reset``: ``island`` forgets every member from before ``generation``.
+    ``reseed``: after a reset, ``candidate`` (the best of a surviving island) joins ``island``.
+    """
+
+    kind: str
+    generation: int
+    island: int
+    candidate: int | None = None
+    from_island: int | None = None
 
 
 @dataclass(frozen=True)

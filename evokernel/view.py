@@ -11,7 +11,10 @@ import random
 from dataclasses import dataclass
 
 from evokernel.db import SolutionLibrary
-from evokernel.types import Scored, Task
+from evokernel.islands.model import Member, members
+from evokernel.types import IslandEvent, Proposal, Scored, Task
+
+IDEAS = "ideas"
 
 
 @dataclass(frozen=True)
@@ -20,16 +23,38 @@ class RunView:
     run_id: str
     task: Task
     seed: int
-    # Operators some configured mutator serves, e.g. {"seed_file", "tune"} or {..., "mutate", "fix"}.
+    # Operators some configured mutator serves, e.g. {"seed_file", "tune"} or {..., "mutate", "fix",
+    # "ideas"}; "ideas" is there when a mutator can brainstorm (LLMMutator.ideas).
     operators: frozenset[str]
-    # Proposals of this task whose candidate is not yet evaluated (kept by the engine).
+    # Proposals of this task whose work is not finished (kept by the engine).
     in_flight: int = 0
+    # Islands the strategy runs for this task (rows 0..islands-1 exist in the library).
+    islands: int = 1
+    # The engine, the only writer of its run, knows the highest generation it recorded: passing it
+    # saves a query per call (None: ask the library).
+    known_last_generation: int | None = None
 
-    def candidates(self, island: int | None = None, generation: int | None = None) -> list[Scored]:
-        return self.library.candidates(self.run_id, self.task.name, island=island, generation=generation)
+    def candidates(
+        self, island: int | None = None, generation: int | None = None, before: int | None = None
+    ) -> list[Scored]:
+        """Candidates *made on* an island (natives), oldest first; ``before``: generations below it.
+        See :meth:`population` for an island's members."""
+        return self.library.candidates(
+            self.run_id, self.task.name, island=island, generation=generation, before=before
+        )
 
-    def top(self, k: int, island: int | None = None) -> list[Scored]:
-        return self.library.top(self.run_id, self.task.name, k, island=island)
+    def summaries(self, before: int | None = None) -> list[Scored]:
+        """All candidates (natives of every island) without lineage, with only status and speedup
+        in their evaluation: the cheap read for strategies that rank whole populations."""
+        return self.library.summaries(self.run_id, self.task.name, before=before)
+
+    def top(self, k: int, island: int | None = None, before: int | None = None) -> list[Scored]:
+        """The k fastest correct candidates, best first; ``before``: generations below it."""
+        return self.library.top(self.run_id, self.task.name, k, island=island, before=before)
+
+    def proposals(self, generation: int | None = None, operator: str | None = None) -> list[Proposal]:
+        """Recorded proposals (open, done and failed), in recording order."""
+        return self.library.proposals(self.run_id, self.task.name, generation=generation, operator=operator)
 
     def proposals_made(self, generation: int | None = None) -> int:
         """Proposals recorded for the task (all states), optionally of one generation."""
@@ -37,7 +62,34 @@ class RunView:
 
     def last_generation(self) -> int:
         """Highest generation any proposal was made for, -1 before the first."""
+        if self.known_last_generation is not None:
+            return self.known_last_generation
         return self.library.last_generation(self.run_id, self.task.name)
+
+    def ideas(self, generation: int, island: int = 0) -> tuple[str, ...] | None:
+        """Ideas of the generation's finished ``ideas`` proposal; () if it failed, None if there is
+        none yet or it is still open."""
+        found = [p for p in self.proposals(generation=generation, operator=IDEAS) if p.island == island]
+        if not found or found[-1].state == "open":
+            return None
+        return found[-1].ideas
+
+    def island_events(self) -> list[IslandEvent]:
+        return self.library.island_events(self.run_id, self.task.name)
+
+    def population(
+        self, island: int, candidates: list[Scored] | None = None, before: int | None = None
+    ) -> list[Member]:
+        """Members of ``island``: natives since its last reset, plus migrants and reseeds
+        (``before``: as generation ``before`` starts, i.e. from generations below it).
+
+        Pass ``candidates`` (all of the task's, same ``before``) when asking for several islands.
+        """
+        everyone = self.candidates(before=before) if candidates is None else candidates
+        events = self.island_events()
+        if before is not None:
+            events = [e for e in events if e.generation <= before]
+        return members(everyone, events, island)
 
     def rng(self, *salt: object) -> random.Random:
         """A generator that depends only on the run seed, the task and ``salt``: resume-stable."""

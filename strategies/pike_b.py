@@ -1,100 +1,176 @@
-"""PIKE-B-style elite branching over one island (first form).
+"""PIKE-B: branching search in phases (one island).
 
-Generations are synchronous, as PIKE-B's phases are: generation 0 is the task's seed
-implementation (or, with an LLM, ``branches`` LLM-written seeds); every later generation makes
-``branches`` proposals whose parents are the ``top_k`` fastest correct candidates so far, spread
-over the branches round-robin, each mutated alone (one parent, mutation only). The next
-generation starts only when the previous one is fully evaluated, so the same evaluations always
-lead to the same proposals. With an LLM and no correct candidate yet, the failed candidates of
-the last generation are sent to the ``fix`` operator instead.
+Phase 0 (generation 0) is the task's seed file, or with an LLM and no seed ``branches`` LLM-written
+seeds. Every later phase p (generation p):
 
-The ideas call, per-branch lineage and bounded fix rounds of the full PIKE-B come with the
-strategies issue; the parameters here keep PIKE-B's names and defaults.
+1. **Elites**: the best correct candidate of each branch of phase p-1 -- that phase *only*, not
+   all history -- ranked, and the top ``top_k`` kept. If phase p-1 made nothing correct, phase p
+   reuses phase p-1's parents.
+2. **Ideas**: one ``ideas`` call (when a mutator offers it and ``ideas`` is on) asks for
+   ``branches`` distinct optimization ideas given the best elite; branch b gets idea b. If the
+   call fails, the branches go without ideas.
+3. **Generate**: branch b mutates elite ``b * len(elites) // branches`` -- the branches are
+   spread over the elites in contiguous bins (10 branches over 4 elites: 3, 3, 2, 2). Mutation
+   only, one parent, no history in the prompt.
+4. **Fix**: a candidate that fails verification goes to the error-fixing operator (``fix``) as
+   the one parent of a new proposal on the same branch, up to ``fix_rounds`` rounds per branch
+   lineage; each attempt is a candidate and counts against the budget. Rounds run in lockstep
+   (round r+1 starts when round r is evaluated).
+
+A phase ends when every branch is correct, out of fix rounds, or failed to produce code, and
+nothing is in flight; then the next starts, up to ``max_phases`` phases after the seed phase.
+Everything is derived from the library, and a phase's plan reads only earlier phases, so the
+same evaluations always lead to the same proposals, whatever order they finish in.
 """
 
 from __future__ import annotations
 
+from evokernel.exceptions import ConfigError
+from evokernel.islands.model import Member
 from evokernel.strategies.base import Strategy
-from evokernel.types import Proposal, Status
-from evokernel.view import RunView
+from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
+from evokernel.types import Proposal, Scored, Status
+from evokernel.view import IDEAS, RunView
+
+FIX = "fix"
 
 
 class PikeB(Strategy):
     name = "pike_b"
 
     def __init__(
-        self, branches: int = 10, top_k: int = 4, max_phases: int | None = None, operator: str = "auto"
+        self,
+        branches: int = 10,
+        top_k: int = 4,
+        max_phases: int | None = None,
+        fix_rounds: int = 3,
+        ideas: bool = True,
+        operator: str = "auto",
     ) -> None:
-        if branches < 1 or top_k < 1:
-            from evokernel.exceptions import ConfigError
-
-            raise ConfigError("pike_b needs branches >= 1 and top_k >= 1")
+        if branches < 1 or top_k < 1 or fix_rounds < 0:
+            raise ConfigError("pike_b needs branches >= 1, top_k >= 1 and fix_rounds >= 0")
+        if max_phases is not None and max_phases < 0:
+            raise ConfigError("pike_b.max_phases must be >= 0 (or null for no limit)")
         self.branches = branches
         self.top_k = top_k
         self.max_phases = max_phases
+        self.fix_rounds = fix_rounds
+        self.ideas = ideas
         self.operator = operator
 
-    def _mutation_operator(self, view: RunView) -> str:
-        if self.operator != "auto":
-            return self.operator
-        return "mutate" if "mutate" in view.operators else "tune"
-
+    # ---- lifecycle ------------------------------------------------------------------------------
     def propose(self, view: RunView, capacity: int) -> list[Proposal]:
-        gen = view.last_generation()
-        if gen >= 0:
-            # Fill the current generation first (capacity may have split it), then wait for it.
-            missing = self._size(view, gen) - view.proposals_made(generation=gen)
-            if missing > 0:
-                return self._generation(
-                    view, gen, min(missing, capacity), view.proposals_made(generation=gen)
-                )
-            if view.in_flight:
-                return []
-        next_gen = gen + 1
-        if self.max_phases is not None and next_gen > self.max_phases:
+        phase = view.last_generation()
+        if phase < 0:
+            return self._roots(view, 0, None)[:capacity]
+        made = view.proposals(generation=phase)
+        ideas_made = [p for p in made if p.operator == IDEAS]
+        if ideas_made and ideas_made[-1].state == "open":
+            return []  # the branches need the ideas
+        made_roots = sum(1 for p in made if p.operator not in (IDEAS, FIX))
+        # A phase >= 1 has `branches` roots once it has any; only fewer made means planning again.
+        if phase == 0 or made_roots < self.branches:
+            roots = self._roots(view, phase, ideas_made[-1] if ideas_made else None)
+            if not ideas_made and roots and roots[0].operator == IDEAS:
+                return roots[:1]  # an ideas call became possible (e.g. resumed with an LLM): wait for it
+            if made_roots < len(roots):
+                return roots[made_roots : made_roots + capacity]
+        # Fix rounds go in lockstep: a round starts when everything in flight has finished, in
+        # (round, branch) order, so a budget that runs out mid-round cuts the same proposals
+        # whatever order evaluations finished in.
+        if view.in_flight:
             return []
-        return self._generation(view, next_gen, min(self._size(view, next_gen), capacity), 0)
+        fixes = self._fixes(view, phase, made)
+        if fixes:
+            return fixes[:capacity]
+        if self.max_phases is not None and phase + 1 > self.max_phases:
+            return []
+        nxt = self._roots(view, phase + 1, None)
+        return nxt[:1] if nxt and nxt[0].operator == IDEAS else nxt[:capacity]
 
-    def _size(self, view: RunView, gen: int) -> int:
-        if gen == 0 and view.task.seed_source is not None and "seed_file" in view.operators:
-            return 1
-        return self.branches
+    def survivors(self, view: RunView, island: int) -> list[Member]:
+        """The elites the next phase would branch from."""
+        return [Member(sc) for sc in self.elites(view, view.last_generation() + 1)]
 
-    def _generation(self, view: RunView, gen: int, count: int, start: int) -> list[Proposal]:
+    # ---- phases ---------------------------------------------------------------------------------
+    def elites(self, view: RunView, phase: int) -> list[Scored]:
+        """Parents of ``phase``: the top_k of the best-per-branch of phase-1 (see module docstring)."""
+        if phase <= 0:
+            return []
+        previous = view.candidates(generation=phase - 1)
+        best: dict[int, Scored] = {}
+        for sc in by_fitness(previous):
+            best.setdefault(sc.candidate.branch, sc)
+        ranked = by_fitness(list(best.values()))[: self.top_k]
+        if ranked or phase == 1:
+            return ranked
+        # Nothing correct in phase-1: branch again from the parents phase-1 branched from.
+        parents: list[int] = []
+        for p in view.proposals(generation=phase - 1):
+            if p.operator not in (IDEAS, FIX) and p.parents and p.parents[0] not in parents:
+                parents.append(p.parents[0])
+        return [view.library.get_candidate(pid) for pid in parents]
+
+    def _roots(self, view: RunView, phase: int, ideas: Proposal | None) -> list[Proposal]:
+        """The phase's first proposals in branch order, or the ideas proposal they wait for."""
+        if phase == 0:
+            return initial_generation(view, self.branches)
+        elites = self.elites(view, phase)
+        if not elites:
+            return []
         task = view.task.name
-        if gen == 0:
-            if view.task.seed_source is not None and "seed_file" in view.operators:
-                return [Proposal(task=task, operator="seed_file", generation=0)][:count]
-            if "seed" in view.operators:
-                return [Proposal(task=task, operator="seed", generation=0) for _ in range(count)]
-            return []
-        elites = view.top(self.top_k)
-        if elites:
-            op = self._mutation_operator(view)
+        if ideas is None and self.ideas and IDEAS in view.operators:
             return [
-                Proposal(
-                    task=task,
-                    operator=op,
-                    generation=gen,
-                    parents=(elites[(start + b) % len(elites)].candidate.id,),
-                )
-                for b in range(count)
-            ]
-        if "fix" not in view.operators:
-            return []
-        failed = [
-            sc
-            for sc in view.candidates(generation=gen - 1)
-            if sc.evaluation is not None and sc.evaluation.status is not Status.CORRECT
-        ]
-        if not failed:
-            return []
+                Proposal(task=task, operator=IDEAS, generation=phase, parents=(elites[0].candidate.id,),
+                         count=self.branches)
+            ]  # fmt: skip
+        texts = ideas.ideas if ideas is not None else ()
+        op = mutation_operator(view, self.operator)
         return [
             Proposal(
                 task=task,
-                operator="fix",
-                generation=gen,
-                parents=(failed[(start + b) % len(failed)].candidate.id,),
+                operator=op,
+                generation=phase,
+                parents=(elites[b * len(elites) // self.branches].candidate.id,),
+                idea=texts[b] if b < len(texts) else None,
+                branch=b,
             )
-            for b in range(count)
+            for b in range(self.branches)
         ]
+
+    def _fixes(self, view: RunView, phase: int, made: list[Proposal]) -> list[Proposal]:
+        """One ``fix`` per failed candidate of the phase whose lineage has rounds left."""
+        if FIX not in view.operators or self.fix_rounds == 0:
+            return []
+        candidates = view.candidates(generation=phase)
+        by_id = {sc.candidate.id: sc for sc in candidates}
+        fixed = {p.parents[0] for p in made if p.operator == FIX and p.parents}
+        out = []
+        for sc in candidates:
+            ev = sc.evaluation
+            if ev is None or ev.status is Status.CORRECT or sc.candidate.id in fixed:
+                continue
+            depth = _fix_depth(sc, by_id)
+            if depth >= self.fix_rounds:
+                continue
+            fix = Proposal(
+                task=view.task.name,
+                operator=FIX,
+                generation=phase,
+                parents=(sc.candidate.id,),
+                branch=sc.candidate.branch,
+            )
+            out.append((depth, fix))
+        return [fix for _depth, fix in sorted(out, key=lambda d: (d[0], d[1].branch, d[1].parents))]
+
+
+def _fix_depth(sc: Scored, by_id: dict[int, Scored]) -> int:
+    """How many fix rounds made this candidate (0 for a branch's first attempt)."""
+    depth = 0
+    while sc.candidate.operator == FIX and sc.candidate.parents:
+        depth += 1
+        parent = by_id.get(sc.candidate.parents[0])
+        if parent is None:
+            break
+        sc = parent
+    return depth

@@ -57,7 +57,14 @@ class BadBody:
     body: str = '{"id": "chatcmpl-x", "choices": [{"index": 0, "message": {"role": "assis'
 
 
-Scripted = Reply | HttpError | Hang | BadBody
+@dataclass(frozen=True)
+class CutStream:
+    """A streamed reply that stops mid-way: some SSE chunks, then the connection closes (no [DONE])."""
+
+    text: str
+
+
+Scripted = Reply | HttpError | Hang | BadBody | CutStream
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any] | None = None
+    # time.monotonic() when the request arrived, to check how many were in flight at once.
+    received_at: float = 0.0
 
 
 @dataclass
@@ -146,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {
                 k.lower(): v for k, v in self.headers.items()
             }  # HTTP header names are case-insensitive
-            state.requests.append(RecordedRequest(self.command, self.path, headers, body))
+            state.requests.append(RecordedRequest(self.command, self.path, headers, body, time.monotonic()))
 
     def do_GET(self) -> None:
         self._record(None)
@@ -188,6 +197,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(item.status, err, extra)
         elif isinstance(item, BadBody):
             self._send_raw(200, item.body.encode(), "application/json")
+        elif isinstance(item, CutStream):
+            chunks = _chunks(Reply(item.text), model, include_usage=False)[:2]
+            partial = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+            # Promise more bytes than are sent, then hang up: the client sees a broken stream.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(partial) + 1000))
+            self.end_headers()
+            self.wfile.write(partial)
+            self.wfile.flush()
+            self.close_connection = True
         elif body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             sse = "".join(f"data: {json.dumps(c)}\n\n" for c in _chunks(item, model, include_usage))

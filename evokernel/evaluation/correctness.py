@@ -23,10 +23,20 @@ def _flatten(out: Any) -> list[Any]:
     return [out]
 
 
-def compare(got: Any, expected: Any, tolerance: dict[str, tuple[float, float]] | None = None) -> Comparison:
-    """Outputs must be plain tensors of the reference's shape, dtype and device, within tolerance."""
+def compare(
+    got: Any,
+    expected: Any,
+    tolerance: dict[str, tuple[float, float]] | None = None,
+    got_devices: list[str | None] | None = None,
+) -> Comparison:
+    """Outputs must be plain tensors of the reference's shape, dtype and device, within tolerance.
+
+    ``got_devices`` names where each output lived when the worker sent its bytes (they arrive
+    on the CPU); without it the tensors' own devices are compared.
+    """
     tol = tolerance or DEFAULT_TOLERANCE
     got_list, exp_list = _flatten(got), _flatten(expected)
+    devices = got_devices if got_devices is not None else [None] * len(got_list)
     if len(got_list) != len(exp_list):
         return Comparison(
             False, None, f"returned {len(got_list)} outputs, the reference returns {len(exp_list)}"
@@ -39,13 +49,17 @@ def compare(got: Any, expected: Any, tolerance: dict[str, tuple[float, float]] |
                 return Comparison(False, None, f"{where}got {g!r}, expected {e!r}")
             continue
         if type(g) is not torch.Tensor:
-            return Comparison(False, None, f"{where}got {type(g).__name__}, expected a plain torch.Tensor")
+            name = getattr(g, "type_name", type(g).__name__)
+            return Comparison(False, None, f"{where}got {name}, expected a plain torch.Tensor")
         if g.shape != e.shape:
             return Comparison(False, None, f"{where}shape {tuple(g.shape)}, expected {tuple(e.shape)}")
         if g.dtype != e.dtype:
             return Comparison(False, None, f"{where}dtype {g.dtype}, expected {e.dtype}")
-        if g.device != e.device:
-            return Comparison(False, None, f"{where}device {g.device}, expected {e.device}")
+        named = devices[i] if i < len(devices) else None
+        device = named if named is not None else str(g.device)
+        if torch.device(device).type != e.device.type:
+            return Comparison(False, None, f"{where}device {device}, expected {e.device}")
+        g = g.to(e.device)
         atol, rtol = tol.get(str(e.dtype).removeprefix("torch."), (1e-4, 1e-4))
         g64, e64 = g.detach().double(), e.detach().double()
         bad_nan = torch.isnan(g64) & ~torch.isnan(e64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+from typing import Any
 
 # A prompt needs the failing line of the candidate and the error, not 200 lines of Triton
 # internals; 1,500 characters keeps the lines that matter in every case seen so far.
@@ -23,3 +24,25 @@ def trim_traceback(exc: BaseException, limit: int = MAX_FEEDBACK_CHARS) -> str:
 
 def tail(text: str, limit: int = MAX_FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def timing_feedback(
+    candidate: dict[str, Any],
+    eager: dict[str, Any] | None,
+    compiled: dict[str, Any] | None,
+    max_abs_error: float,
+    interpreter: bool,
+) -> str:
+    """The speedup and the breakdown a model can act on: medians, spread, launch-bound hints."""
+    new = candidate["median_ms"]
+    parts = [f"correct; {new:.4g} ms (IQR {candidate['iqr_ms']:.2g} ms, CV {candidate['cv']:.1%})"]
+    if eager:
+        parts.append(f"eager {eager['median_ms']:.4g} ms = {eager['median_ms'] / new:.3f}x")
+    if compiled:
+        parts.append(f"torch.compile {compiled['median_ms']:.4g} ms = {compiled['median_ms'] / new:.3f}x")
+    graph = candidate.get("graph_median_ms")
+    if graph:
+        parts.append(f"as a CUDA graph {graph:.4g} ms (launch overhead {max(new - graph, 0):.3g} ms)")
+    parts.append(f"max abs error {max_abs_error:.2g}")
+    note = "; Triton interpreter on CPU: not GPU performance" if interpreter else ""
+    return "; ".join(parts) + note

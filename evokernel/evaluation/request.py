@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import asdict
 from typing import Any
 
-from evokernel.config_schema import TimingConfig
+from evokernel.config_schema import EvaluationConfig, TimingConfig
 from evokernel.tasks import task_globals_overrides
 from evokernel.types import Task
 
@@ -16,10 +17,21 @@ def build_request(
     *,
     device: str,
     scale: str,
-    seeds: int = 2,
+    seeds: int = 3,
     timing: TimingConfig | None = None,
+    evaluation: EvaluationConfig | None = None,
+    baselines: dict[str, Any] | None = None,
+    static_checks: bool = True,
 ) -> dict[str, Any]:
-    """Everything the harness needs; the task travels as source, the variants as global overrides."""
+    """Everything the harness needs; the task travels as source, the variants as global overrides.
+
+    ``evaluation`` supplies the verifier settings (``allow_torch``, ``compile_baseline``,
+    ``host_memory_mb``); ``seeds`` and ``timing`` win over it when given. ``baselines`` is a cache
+    entry from :mod:`evokernel.evaluation.baselines`. ``static_checks=False`` is for tests of the
+    run-time layers only.
+    """
+    config = evaluation or EvaluationConfig()
+    overrides = [task_globals_overrides(task, scale, v) for v in range(1 + len(task.variants))]
     return {
         "task": {
             "name": task.name,
@@ -27,9 +39,38 @@ def build_request(
             "tolerance": {k: list(v) for k, v in task.tolerance.items()},
             "nondeterministic": task.nondeterministic,
         },
-        "overrides": [task_globals_overrides(task, scale, v) for v in range(1 + len(task.variants))],
+        "overrides": overrides,
+        "unseen": unseen_variant(task, overrides[0]),
         "candidate_source": source,
         "device": device,
         "seeds": seeds,
-        "timing": asdict(timing or TimingConfig()),
+        "timing": asdict(timing or config.timing),
+        "allow_torch": config.allow_torch,
+        "compile_baseline": config.compile_baseline,
+        "host_memory_mb": config.host_memory_mb,
+        "baselines": baselines,
+        "static_checks": static_checks,
     }
+
+
+# Globals that size a batch, in order of preference; an unseen variant changes the first found.
+_BATCH_NAMES = ("batch_size", "batch", "B", "N", "M", "n", "num_rows", "rows")
+
+
+def unseen_variant(task: Task, base: dict[str, Any]) -> dict[str, Any] | None:
+    """A variant the candidate was never shown: the batch-like global (or else the first integer
+    global) of the scale's sizes plus 3, e.g. batch 8 -> 11, so that no declared size repeats and
+    a kernel hard-coded to the shown shapes or to multiples of its block fails."""
+    ints: dict[str, int] = {}
+    for node in ast.parse(task.source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Constant) and type(value.value) is int:
+                ints[node.targets[0].id] = value.value
+    sizes = {**ints, **{k: v for k, v in base.items() if type(v) is int}}
+    sizes = {k: v for k, v in sizes.items() if v >= 1}
+    if not sizes:
+        return None
+    batchy = [n for n in sizes if "batch" in n.lower()] + [n for n in _BATCH_NAMES if n in sizes]
+    name = batchy[0] if batchy else next(iter(sizes))
+    return {**base, name: sizes[name] + 3}

@@ -1,16 +1,24 @@
 """Run one evaluation in a fresh process group that a timeout kills, and classify what came back.
 
-The candidate process gets its own temporary working directory, an environment built from an
-allow-list (no API keys, tokens or proxy settings), its output captured with a size cap, and a
-new session so that killing the group also kills anything it spawned. The verdict is read from
-the result file the harness writes; a process that dies without one is ``crashed`` with the
-signal or exit code and the tail of its stderr.
+Stage 1 (static, :mod:`evokernel.evaluation.static`) runs here, before any process starts. Then
+the supervisor process (:mod:`evokernel.evaluation.harness`) gets its own temporary working
+directory, an environment built from an allow-list (no API keys, tokens or proxy settings), its
+output captured in a file whose size the worker's ``RLIMIT_FSIZE`` caps and of which only the
+tail is read, and a new session so that killing the group also kills anything it spawned.
+
+The verdict arrives on a pipe, signed with a key this process made for this evaluation and handed
+to the supervisor on a second pipe (see harness.py for why the candidate cannot learn it). An
+unsigned, mis-signed or missing verdict is ``crashed``, never believed; stdout and exit codes
+are only ever used to describe a crash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -19,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evokernel.evaluation import channel
 from evokernel.evaluation.feedback import tail
+from evokernel.evaluation.static import check_source
 from evokernel.types import Evaluation, Status
 
 # Variables a candidate process may inherit. Everything else (OPENAI_API_KEY, AWS_*, HTTP_PROXY,
@@ -42,6 +52,11 @@ ENV_ALLOW = (
     "CXX",
 )
 OUTPUT_CAP_BYTES = 64 * 1024
+# The supervisor enforces ``timeout_s`` on the worker itself and reports which stage hung; this
+# grace covers its own work after that (baselines, torch.compile of the reference: ~60 s at most
+# on an H100 for the bundled level-3 tasks) before the whole group is killed from here.
+SUPERVISOR_GRACE_S = 90.0
+MAX_RESULT_BYTES = 16 << 20
 
 
 def sandbox_env(device: str, workdir: Path) -> dict[str, str]:
@@ -61,53 +76,145 @@ def sandbox_env(device: str, workdir: Path) -> dict[str, str]:
 
 
 def run_sandboxed(request: dict[str, Any], timeout_s: float) -> Evaluation:
-    """Evaluate ``request`` (see harness.py) in a subprocess; never raises for candidate faults."""
+    """Evaluate ``request`` (see request.py) in a subprocess; never raises for candidate faults."""
     start = time.perf_counter()
+    rejected = static_stage(request, start)
+    if rejected is not None:
+        return rejected
+    static_s = time.perf_counter() - start
+    request = {**request, "timeout_s": timeout_s}
     with tempfile.TemporaryDirectory(prefix="evk-cand-") as tmp:
         workdir = Path(tmp)
-        request_path, result_path = workdir / "request.json", workdir / "result.json"
-        request_path.write_text(json.dumps(request))
+        request_path = workdir / "request.json"
+        request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
+        request_path.chmod(0o400)
+        key = secrets.token_bytes(32)
+        key_read, key_write = os.pipe()
+        result_read, result_write = os.pipe()
+        os.write(key_write, key)
+        os.close(key_write)
         stdout_path = workdir / "output.log"
-        with stdout_path.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "evokernel.evaluation.harness", str(request_path), str(result_path)],
-                cwd=workdir,
-                env=sandbox_env(request["device"], workdir),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return Evaluation(
-                    status=Status.TIMEOUT,
-                    stage="timeout",
-                    reason=f"killed after {timeout_s:.0f} s timeout",
-                    feedback=f"the evaluation did not finish within {timeout_s:.0f} s",
-                    duration_s=time.perf_counter() - start,
+        try:
+            with stdout_path.open("wb") as out:
+                proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "evokernel.evaluation.harness",
+                        str(request_path),
+                        str(key_read),
+                        str(result_write),
+                    ],
+                    cwd=workdir,
+                    env=sandbox_env(request["device"], workdir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(key_read, result_write),
                 )
-            finally:
-                # Anything the candidate left running in its group dies with it.
-                _kill_group(proc)
+        finally:
+            os.close(key_read)
+            os.close(result_write)
+        try:
+            code, message = _wait(proc, result_read, timeout_s + SUPERVISOR_GRACE_S)
+        finally:
+            os.close(result_read)
         output = _read_capped(stdout_path)
-        if code == 0 and result_path.exists():
-            try:
-                data = json.loads(result_path.read_text())
-                evaluation = Evaluation.from_dict(data)
-            except (ValueError, KeyError, TypeError) as exc:
-                return _crashed(f"unreadable result file: {exc}", output, start)
-            details = dict(evaluation.details)
-            if output.strip():
-                details["output_tail"] = tail(output, 2000)
-            return Evaluation.from_dict(
-                {**evaluation.to_dict(), "details": details, "duration_s": time.perf_counter() - start}
-            )
+    if code is None:
+        return Evaluation(
+            status=Status.TIMEOUT,
+            stage="timeout",
+            reason=f"killed after {timeout_s + SUPERVISOR_GRACE_S:.0f} s (timeout plus supervisor grace)",
+            feedback=f"the evaluation did not finish within {timeout_s:.0f} s",
+            duration_s=time.perf_counter() - start,
+        )
+    evaluation = _verified(message, key)
+    if evaluation is None:
         if code < 0:
             return _crashed(f"killed by signal {signal.Signals(-code).name}", output, start)
-        return _crashed(f"exited with code {code} without a result", output, start)
+        what = "an unauthenticated result" if message else "no result"
+        return _crashed(f"exited with code {code} with {what}", output, start)
+    details = dict(evaluation.details)
+    stages = [{"stage": "static", "status": "passed", "reason": "", "seconds": round(static_s, 4)}]
+    details["stages"] = stages + list(details.get("stages", []))
+    feedback = evaluation.feedback
+    if output.strip():
+        details["output_tail"] = tail(output, 2000)
+        if evaluation.status is Status.CRASHED:
+            feedback = f"{feedback}\n{tail(output, 1200)}".strip()
+    return Evaluation.from_dict(
+        {
+            **evaluation.to_dict(),
+            "details": details,
+            "feedback": feedback,
+            "duration_s": time.perf_counter() - start,
+        }
+    )
+
+
+def static_stage(request: dict[str, Any], start: float) -> Evaluation | None:
+    """Stage 1: None when the candidate passes (or the request turns the rules off for a test of
+    the run-time layers), else its ``rejected`` (or, for a syntax error, ``compile_error``)."""
+    if not request.get("static_checks", True):
+        return None
+    violations = check_source(request["candidate_source"])
+    seconds = time.perf_counter() - start
+    if not violations:
+        return None
+    first = violations[0]
+    status = Status.COMPILE_ERROR if first.rule == "syntax" else Status.REJECTED
+    stage = "build" if first.rule == "syntax" else "static"
+    more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+    listing = "\n".join(v.describe() for v in violations[:8])
+    return Evaluation(
+        status=status,
+        stage=stage,
+        reason=first.describe() + more,
+        feedback=listing,
+        duration_s=seconds,
+        details={
+            "stages": [{"stage": stage, "status": "failed", "reason": first.describe(), "seconds": seconds}],
+            "violations": [v.__dict__ for v in violations],
+        },
+    )
+
+
+def _wait(proc: subprocess.Popen[bytes], fd: int, timeout_s: float) -> tuple[int | None, bytes]:
+    """(exit code, or None at the timeout; what arrived on the result pipe, capped)."""
+    deadline = time.monotonic() + timeout_s
+    received = bytearray()
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.05))
+            data = os.read(fd, 1 << 16) if ready else None
+            if data:
+                received += data[: max(0, MAX_RESULT_BYTES - len(received))]
+                continue
+            if data == b"":  # EOF: the supervisor closed its end, normally by exiting
+                try:
+                    return proc.wait(timeout=max(remaining, 0.1)), bytes(received)
+                except subprocess.TimeoutExpired:
+                    return None, b""
+            if proc.poll() is not None:
+                while select.select([fd], [], [], 0)[0] and (data := os.read(fd, 1 << 16)):
+                    received += data[: max(0, MAX_RESULT_BYTES - len(received))]
+                return proc.returncode, bytes(received)
+        return None, b""
+    finally:
+        # Anything the candidate left running in its group dies with it.
+        _kill_group(proc)
+
+
+def _verified(message: bytes, key: bytes) -> Evaluation | None:
+    try:
+        envelope = json.loads(message)
+        payload = envelope["payload"].encode()
+        if not channel.verify_signed(key, payload, str(envelope["signature"])):
+            return None
+        return Evaluation.from_dict(json.loads(payload))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _crashed(reason: str, output: str, start: float) -> Evaluation:
@@ -121,11 +228,18 @@ def _crashed(reason: str, output: str, start: float) -> Evaluation:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return
     proc.wait()
+    # SIGKILL is delivered asynchronously: wait (at most 2 s) until every member of the group is
+    # gone, so a caller never sees the candidate's leftovers still running.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def _read_capped(path: Path) -> str:

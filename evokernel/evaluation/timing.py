@@ -6,12 +6,19 @@ repetition. Warmup is by time, not count, because a 5 µs and a 5 ms kernel need
 counts to reach steady clocks. Repetitions continue until the relative standard error of the
 median drops under ``target_rse`` (or a time/count cap): the median, IQR and coefficient of
 variation are reported. On a CPU the same loop runs with ``perf_counter``.
+
+Two more figures on a GPU: ``wall_median_ms``, the median of a few calls bracketed by device
+synchronizes on the host clock (work the candidate hides on a side stream shows there, not in
+the events), and with ``cuda_graph`` the median of CUDA-graph replays of the call, which removes
+launch overhead for launch-bound kernels (reported beside the eager-launch median, never instead).
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +36,11 @@ class TimingSettings:
     max_reps: int = 1000
     max_ms: float = 1000.0
     target_rse: float = 0.005
+    cuda_graph: bool = False
+
+
+# Synchronized host-clock calls taken after the event samples, for the side-stream check.
+WALL_REPS = 5
 
 
 @dataclass(frozen=True)
@@ -37,9 +49,12 @@ class TimingResult:
     iqr_ms: float
     cv: float
     reps: int
+    wall_median_ms: float | None = None
+    graph_median_ms: float | None = None
+    method: str = "cuda_events"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"median_ms": self.median_ms, "iqr_ms": self.iqr_ms, "cv": self.cv, "reps": self.reps}
+        return dict(self.__dict__)
 
 
 def _median_rse(samples: list[float]) -> float:
@@ -60,9 +75,61 @@ def _summary(samples: list[float]) -> TimingResult:
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:
-    if device.type == "cuda":
-        return _time_cuda(fn, device, settings)
-    return _time_cpu(fn, settings)
+    if device.type != "cuda":
+        return _time_cpu(fn, settings)
+    result = _time_cuda(fn, device, settings)
+    wall = _wall_median(fn, device)
+    graph = _time_graph(fn, device, settings) if settings.cuda_graph else None
+    return TimingResult(**{**result.__dict__, "wall_median_ms": wall, "graph_median_ms": graph})
+
+
+def _wall_median(fn: Callable[[], Any], device: torch.device) -> float:
+    samples = []
+    for _ in range(WALL_REPS):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(device)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def _time_graph(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> float | None:
+    """Median of graph replays, or None when the call cannot be captured (host syncs, allocations
+    the graph pool cannot serve): that is a property of the kernel, not an error."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fn()  # allocations made outside capture, as CUDA graphs require
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except RuntimeError:
+        return None
+    return _time_cuda(graph.replay, device, settings).median_ms
+
+
+def gpu_clocks(device: torch.device) -> dict[str, str]:
+    """SM clock, its maximum and the temperature from nvidia-smi, when it is there to ask."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None or device.type != "cuda":
+        return {}
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    query = "clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
+    try:
+        out = subprocess.run(
+            [exe, f"--query-gpu={query}", "--format=csv,noheader", "-i", f"GPU-{uuid}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
+    return dict(zip(query.split(","), values, strict=False))
 
 
 def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
@@ -81,7 +148,7 @@ def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
             or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
         ):
             break
-    return _summary(samples)
+    return TimingResult(**{**_summary(samples).__dict__, "method": "perf_counter"})
 
 
 def _time_cuda(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:

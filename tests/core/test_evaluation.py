@@ -15,8 +15,10 @@ from evokernel.types import Status, Task
 FAST_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50)
 
 
-def request(task: Task, source: str) -> dict[str, Any]:
-    return build_request(task, source, device="cpu", scale="small", timing=FAST_TIMING)
+def request(task: Task, source: str, static_checks: bool = True) -> dict[str, Any]:
+    return build_request(
+        task, source, device="cpu", scale="small", timing=FAST_TIMING, static_checks=static_checks
+    )
 
 
 def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
@@ -26,8 +28,15 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     assert ev.interpreter and "interpreter" in ev.device.lower()
     assert ev.runtime_ms and ev.runtime_ms > 0 and ev.eager_ms and ev.eager_ms > 0
     assert ev.speedup_eager == pytest.approx(ev.eager_ms / ev.runtime_ms)
-    # every variant x seed was checked: 2 variants (default + n=77) x 2 seeds
-    assert [(c["variant"], c["seed"]) for c in ev.details["checks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # every declared variant (default + n=77) x 3 seeds, then the unseen variant (n=1003) once
+    checks = [(c["variant"], c["seed"]) for c in ev.details["checks"]]
+    assert checks == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
+    assert "unseen" in ev.details["checks"][-1]["label"] and "1003" in ev.details["checks"][-1]["label"]
+    stages = [(s["stage"], s["status"]) for s in ev.details["stages"]]
+    assert stages == [
+        (name, "passed") for name in ("static", "build", "correctness", "integrity", "timing", "feedback")
+    ]
+    assert ev.details["timing"]["candidate"]["method"] == "perf_counter"
 
 
 def test_wrong_result_is_incorrect_with_location(axpy_task: Task) -> None:
@@ -62,8 +71,8 @@ def test_only_default_size_correct_fails_on_variant(axpy_task: Task) -> None:
             Status.RUNTIME_ERROR,
             "correctness",
         ),
-        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", Status.CRASHED, "sandbox"),
-        ("import os\nos._exit(0)\n", Status.CRASHED, "sandbox"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", Status.REJECTED, "static"),
+        ("import os\nos._exit(0)\n", Status.REJECTED, "static"),
     ],
 )
 def test_failures_are_classified(axpy_task: Task, source: str, status: Status, stage: str) -> None:
@@ -71,6 +80,21 @@ def test_failures_are_classified(axpy_task: Task, source: str, status: Status, s
     assert ev.status is status, ev
     assert ev.stage == stage
     assert ev.reason
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "signal SIGSEGV during build"),
+        ("import os\nos._exit(0)\n", "exited with code 0 during build"),
+    ],
+)
+def test_worker_death_is_crashed_from_outside(axpy_task: Task, source: str, reason: str) -> None:
+    """With the static rules off, a candidate that kills its process at import is classified by
+    the supervisor from the worker's exit status, never from its output."""
+    ev = run_sandboxed(request(axpy_task, source, static_checks=False), timeout_s=60)
+    assert ev.status is Status.CRASHED and ev.stage == "build", ev
+    assert reason in ev.reason
 
 
 def test_hang_is_killed_at_timeout_with_its_children(axpy_task: Task, tmp_path: Any) -> None:
@@ -82,7 +106,7 @@ def test_hang_is_killed_at_timeout_with_its_children(axpy_task: Task, tmp_path: 
         "while True: time.sleep(1)\n"
     )
     # 12 s: the harness imports torch and triton (2-5 s on a loaded 2-core machine) before the candidate runs.
-    ev = run_sandboxed(request(axpy_task, source), timeout_s=12)
+    ev = run_sandboxed(request(axpy_task, source, static_checks=False), timeout_s=12)
     assert ev.status is Status.TIMEOUT
     assert ev.duration_s < 30
     child = int(marker.read_text())
@@ -108,3 +132,31 @@ def test_candidate_sees_no_secrets(axpy_task: Task, monkeypatch: pytest.MonkeyPa
     )
     ev = run_sandboxed(request(axpy_task, source), timeout_s=120)
     assert ev.status is Status.CORRECT, ev.reason
+
+
+def test_only_a_result_signed_with_the_evaluation_key_is_believed() -> None:
+    from evokernel.evaluation.channel import sign, verify_signed
+
+    payload = b'{"status": "correct", "speedup_eager": 150.0}'
+    key = b"k" * 32
+    assert verify_signed(key, payload, sign(key, payload))
+    assert not verify_signed(key, payload, sign(b"x" * 32, payload))
+    assert not verify_signed(key, payload.replace(b"150", b"151"), sign(key, payload))
+
+
+def test_baselines_are_reused_only_for_the_same_device_and_software(axpy_task: Task) -> None:
+    assert axpy_task.seed_source is not None
+    fresh = run_sandboxed(request(axpy_task, axpy_task.seed_source), timeout_s=120)
+    key = fresh.details["timing"]["baseline_key"]
+    assert fresh.details["timing"]["eager"]["cached"] is False
+    cached = {"key": key, "eager": {"median_ms": 123.0, "iqr_ms": 0.0, "cv": 0.0, "reps": 0}, "compile": None}
+    req = build_request(
+        axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=cached
+    )
+    ev = run_sandboxed(req, timeout_s=120)
+    assert ev.eager_ms == 123.0 and ev.details["timing"]["eager"]["cached"] is True
+    other = {**cached, "key": {**key, "versions": "torch 0.0 / triton 0.0"}}
+    req = build_request(
+        axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=other
+    )
+    assert run_sandboxed(req, timeout_s=120).eager_ms != 123.0

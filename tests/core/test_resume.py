@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +91,137 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+# ---- instant parts: exact resume after SIGKILL or SIGINT at several points ----------------------
+# A driver subprocess (tests/core/instant_driver.py) runs the real engine and library on the
+# instant evaluator and mutator of evokernel.testing, slowed down so signals land mid-flight.
+# Its final library must equal, row for row (ids aside), that of an uninterrupted run.
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS: dict[str, dict[str, Any]] = {
+    "pike_b": {
+        "strategy": "pike_b",
+        "params": {"branches": 4, "top_k": 2, "fix_rounds": 2},
+        "tasks": 2,
+        "budget": {"evaluations": 24},
+        "llm": True,
+        "eval_delay_s": 0.04,
+        "mutate_delay_s": 0.02,
+    },
+    "pike_o": {
+        "strategy": "pike_o",
+        "params": {
+            "islands": 3,
+            "batch": 2,
+            "migration_interval": 2,
+            "reset": "funsearch",
+            "reset_interval": 3,
+        },
+        "tasks": 1,
+        "budget": {"evaluations": 30},
+        "eval_delay_s": 0.04,
+    },
+}
+
+
+def _driver(db: Path, spec: dict, *resume: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.core.instant_driver", str(db), json.dumps(spec), *resume],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _wait_for(db: Path, evaluations: int, driver: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while _count(db, "select count(*) from evaluations") < evaluations:
+        assert driver.poll() is None, (driver.stdout.read() if driver.stdout else b"").decode()
+        assert time.monotonic() < deadline, "the driver made no progress"
+        time.sleep(0.02)
+
+
+def _uninterrupted(tmp_path: Path, spec: dict) -> list:
+    from evokernel.db import SolutionLibrary
+    from evokernel.runner import run_experiment
+    from evokernel.testing import QuietReporter, library_fingerprint
+    from tests.core.instant_driver import setup
+
+    db = tmp_path / "reference.db"
+    config, tasks, evaluator, mutator = setup(str(db), {**spec, "eval_delay_s": 0, "mutate_delay_s": 0})
+    summary = run_experiment(
+        config, reporter=QuietReporter(), pool=evaluator, mutators=[mutator], tasks=tasks
+    )
+    lib = SolutionLibrary(db)
+    return library_fingerprint(lib, summary.run_id)
+
+
+def _check_complete(db: Path, spec: dict) -> list:
+    from evokernel.db import SolutionLibrary
+    from evokernel.testing import library_fingerprint
+
+    budget = spec["budget"]["evaluations"] * spec["tasks"]
+    assert _count(db, "select count(*) from runs") == 1
+    assert _count(db, "select count(*) from runs where status = 'finished'") == 1
+    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert _count(db, "select count(*) from candidates") == budget
+    assert _count(db, "select count(*) from evaluations") == budget  # none evaluated twice
+    with sqlite3.connect(db) as conn:
+        (run_id,) = conn.execute("select id from runs").fetchone()
+    return library_fingerprint(SolutionLibrary(db), run_id)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_sigkill_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_path: Path, name: str) -> None:
+    spec = SPECS[name]
+    db = tmp_path / "killed.db"
+    driver = _driver(db, spec)
+    run_id = ""
+    for kill_at in (3, 11, 19):  # seed phase, mid-run, late: each time with work in flight
+        _wait_for(db, kill_at, driver)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        assert _count(db, "select count(*) from runs where status = 'finished'") == 0
+        with sqlite3.connect(db) as conn:
+            (run_id,) = conn.execute("select id from runs").fetchone()
+        driver = _driver(db, spec, "--resume", run_id)
+    assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()
+    assert _check_complete(db, spec) == _uninterrupted(tmp_path, spec)
+    assert _count(db, "select count(*) from run_events where kind = 'resumed'") == 3
+
+
+def test_sigint_finishes_in_flight_work_and_a_second_stops_at_once(tmp_path: Path) -> None:
+    spec = {**SPECS["pike_b"], "eval_delay_s": 0.3}
+    db = tmp_path / "sigint.db"
+    driver = _driver(db, spec)
+    _wait_for(db, 3, driver)
+    os.kill(driver.pid, signal.SIGINT)  # once: finish what is in flight, start nothing new
+    assert driver.wait(timeout=30) == 130
+    assert _count(db, "select count(*) from runs where status = 'interrupted'") == 1
+    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert _count(db, "select count(*) from evaluations") < spec["budget"]["evaluations"] * spec["tasks"]
+    with sqlite3.connect(db) as conn:
+        (run_id,) = conn.execute("select id from runs").fetchone()
+
+    driver = _driver(db, {**spec, "eval_delay_s": 2.0}, "--resume", run_id)
+    _wait_for(db, _count(db, "select count(*) from evaluations") + 1, driver)
+    time.sleep(0.3)  # evaluations of 0-4 s are in flight now
+    os.kill(driver.pid, signal.SIGINT)
+    time.sleep(0.1)
+    started = time.monotonic()
+    os.kill(driver.pid, signal.SIGINT)  # twice: stop at once, abandoning work in flight
+    assert driver.wait(timeout=30) == 130
+    assert time.monotonic() - started < 1.5
+    abandoned = _count(db, "select count(*) from proposals where state = 'open'") + _count(
+        db, "select count(*) from candidates where status = 'pending'"
+    )
+    assert abandoned > 0
+    assert _count(db, "select count(*) from run_events where kind = 'sigint'") == 3
+
+    driver = _driver(db, spec, "--resume", run_id)  # re-runs what was abandoned, counts nothing twice
+    assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()
+    assert _check_complete(db, spec) == _uninterrupted(tmp_path, spec)

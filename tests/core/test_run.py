@@ -101,6 +101,9 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
                 f"library={db}",
                 "budget.evaluations=4",
                 "strategy.params.branches=2",
+                # Mutation only: the ideas call and fix rounds have their own test below.
+                "strategy.params.ideas=false",
+                "strategy.params.fix_rounds=0",
                 "mutators.llm.model=openai/test-model",
                 f"mutators.llm.api_base={server.url}",
                 "mutators.llm.timeout_s=20",
@@ -129,3 +132,88 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
     with sqlite3.connect(db) as conn:
         failed = conn.execute("select reason, raw_reply from proposals where state='failed'").fetchall()
     assert len(failed) == 1 and "ModelNew" in failed[0][0] and "won't write code" in failed[0][1]
+
+
+def test_pike_b_ideas_branches_and_a_fix_round_with_a_scripted_llm(tmp_path: Path) -> None:
+    from tests.llm_server import LLMServer, Reply
+
+    db = tmp_path / "lib.db"
+    ideas = ["Use a larger block so each program moves more bytes", "Fold the scale into one FMA"]
+    with LLMServer() as server:
+        server.push(
+            Reply('```json\n["' + '", "'.join(ideas) + '"]\n```'),  # the ideas call of phase 1
+            Reply(_kernel_reply(128)),  # branch 0: correct
+            Reply(_kernel_reply(256, scale="2.0")),  # branch 1: wrong result -> fixed
+            Reply(_kernel_reply(512)),  # the fix of branch 1: correct
+        )
+        config = load_config(
+            None,
+            [
+                f"tasks=[{AXPY}]",
+                f"library={db}",
+                "budget.evaluations=4",
+                "strategy.params.branches=2",
+                "strategy.params.fix_rounds=1",
+                "concurrency.llm=1",  # replies are served in request order; one at a time keeps it fixed
+                "mutators.llm.model=openai/test-model",
+                f"mutators.llm.api_base={server.url}",
+                "mutators.llm.timeout_s=20",
+                *FAST,
+            ],
+        )
+        summary = run_experiment(config, reporter=ProgressPrinter(io.StringIO()))
+        bodies = [r.body or {} for r in server.completions]
+    lib = SolutionLibrary(db)
+    props = lib.proposals(summary.run_id, "axpy")
+    assert [(p.generation, p.operator, p.branch) for p in props] == [
+        (0, "seed_file", 0),
+        (1, "ideas", 0),
+        (1, "mutate", 0),
+        (1, "mutate", 1),
+        (1, "fix", 1),
+    ]
+    assert props[1].ideas == tuple(ideas) and props[1].count == 2
+    assert [p.idea for p in props[2:4]] == ideas
+    cands = {sc.candidate.proposal_id: sc for sc in lib.candidates(summary.run_id, "axpy")}
+    wrong = cands[props[3].id]
+    assert wrong.evaluation is not None and wrong.evaluation.status is Status.INCORRECT
+    fixed = cands[props[4].id]
+    assert fixed.candidate.parents == (wrong.candidate.id,) and fixed.candidate.branch == 1
+    assert fixed.evaluation is not None and fixed.evaluation.status is Status.CORRECT
+    assert len(lib.llm_calls(summary.run_id)) == len(bodies) == 4  # each attempt counts
+    assert ideas[1] in bodies[2]["messages"][1]["content"]  # branch 1's prompt carries idea 1
+    assert wrong.candidate.source.strip()[:200] in bodies[3]["messages"][1]["content"]  # the fix sees it
+
+
+def test_pike_o_islands_on_the_real_pool(tmp_path: Path) -> None:
+    db = tmp_path / "lib.db"
+    config = load_config(
+        None,
+        [
+            f"tasks=[{AXPY}]",
+            f"library={db}",
+            "budget.evaluations=5",
+            "strategy.name=pike_o",
+            "strategy.params.islands=2",
+            "strategy.params.batch=1",
+            "strategy.params.migration_interval=2",
+            "strategy.params.migration_rate=1.0",
+            *FAST,
+        ],
+    )
+    summary = run_experiment(config, reporter=ProgressPrinter(io.StringIO()))
+    lib = SolutionLibrary(db)
+    cands = lib.candidates(summary.run_id, "axpy")
+    assert len(cands) == 5 and all(sc.evaluation is not None for sc in cands)
+    assert [(sc.candidate.generation, sc.candidate.island) for sc in cands] == [
+        (0, 0),
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+    ]
+    events = lib.island_events(summary.run_id, "axpy")
+    assert ("reseed", 1, 1) in [
+        (e.kind, e.generation, e.island) for e in events
+    ]  # island 1 starts from the seed
+    assert any(e.kind == "migrate" and e.generation == 2 for e in events)

@@ -504,3 +504,86 @@ def test_concurrent_runs_register_the_same_tasks(library_url: str) -> None:
     assert [w.run_task_hashes(r) for w, r in zip(writers, runs, strict=True)] == [expected, expected]
     for library in writers:
         library.close()
+
+
+# ---- additions of migration 0002: branches, ideas, island events, generation reads ---------------
+
+
+def test_add_proposals_records_a_batch_in_order_with_branches(lib: SolutionLibrary, run_id: str) -> None:
+    batch = [Proposal("relu", "mutate", generation=1, branch=b, idea=f"idea {b}") for b in range(3)]
+    recorded = lib.add_proposals(run_id, batch)
+    assert [p.seq for p in recorded] == [0, 1, 2]
+    assert [(p.branch, p.idea, p.state) for p in lib.proposals(run_id, "relu", generation=1)] == [
+        (0, "idea 0", "open"),
+        (1, "idea 1", "open"),
+        (2, "idea 2", "open"),
+    ]
+    with pytest.raises(LibraryError, match="one task at a time"):
+        lib.add_proposals(run_id, [Proposal("relu", "mutate"), Proposal("other", "mutate")])
+
+
+def test_ideas_proposals_close_with_their_ideas_and_are_not_mutation_failures(
+    lib: SolutionLibrary, run_id: str
+) -> None:
+    ideas = lib.add_proposal(run_id, Proposal("relu", "ideas", generation=1, count=4))
+    assert ideas.count == 4
+    lib.finish_ideas(ideas.id or 0, ("tile", "fuse"), raw_reply="1. tile\n2. fuse")
+    (done,) = lib.proposals(run_id, "relu", operator="ideas")
+    assert done.state == "done" and done.ideas == ("tile", "fuse")
+    failed = lib.add_proposal(run_id, Proposal("relu", "mutate", generation=1))
+    lib.fail_proposal(failed.id or 0, "no code")
+    again = lib.add_proposal(run_id, Proposal("relu", "ideas", generation=2))
+    lib.fail_proposal(again.id or 0, "no ideas")
+    assert lib.trailing_failed_proposals(run_id, "relu") == 1  # the failed ideas call is not counted
+
+
+def test_candidates_and_top_before_a_generation(lib: SolutionLibrary, run_id: str) -> None:
+    ids = [new_candidate(lib, run_id, f"g{g}", generation=g) for g in range(4)]
+    for cid, speedup in zip(ids, (1.0, 3.0, None, 5.0), strict=True):
+        lib.record_evaluation(cid, correct(speedup))
+    assert [sc.candidate.id for sc in lib.candidates(run_id, "relu", before=2)] == ids[:2]
+    # Unmeasured correct candidates rank after every measured one, on both backends.
+    assert [sc.candidate.id for sc in lib.top(run_id, "relu", 4)] == [ids[3], ids[1], ids[0], ids[2]]
+    assert [sc.candidate.id for sc in lib.top(run_id, "relu", 4, before=3)] == [ids[1], ids[0], ids[2]]
+    hashes = lib.source_hashes(run_id, "relu")
+    assert sorted(g for g, _seq in hashes.values()) == [0, 1, 2, 3]
+
+
+def test_candidate_branch_comes_from_its_proposal(lib: SolutionLibrary, run_id: str) -> None:
+    proposal = lib.add_proposal(run_id, Proposal("relu", "fix", generation=2, branch=7))
+    cand = lib.add_candidate(run_id, proposal, "src")
+    assert cand.branch == 7 and lib.get_candidate(cand.id).candidate.branch == 7
+
+
+def test_island_events_round_trip_in_order(lib: SolutionLibrary, run_id: str) -> None:
+    from evokernel.types import IslandEvent
+
+    a = new_candidate(lib, run_id, "a", island=0)
+    events = [
+        IslandEvent("migrate", 5, 1, a, 0),
+        IslandEvent("reset", 5, 2),
+        IslandEvent("reseed", 5, 2, a, 0),
+    ]
+    lib.record_island_events(run_id, "relu", events)
+    assert lib.island_events(run_id, "relu") == events
+
+
+def test_max_proposal_cost_sums_the_calls_of_each_proposal(lib: SolutionLibrary, run_id: str) -> None:
+    assert lib.max_proposal_cost(run_id) == 0.0
+    one, two = (lib.add_proposal(run_id, Proposal("relu", "mutate")) for _ in range(2))
+    for pid, cost in ((one.id, 0.25), (one.id, 0.5), (two.id, 0.5)):
+        lib.record_llm_call(run_id, pid, LLMCall(model="m", cost_usd=cost))
+    assert lib.max_proposal_cost(run_id) == pytest.approx(0.75)
+
+
+def test_summaries_are_light_and_ordered(lib: SolutionLibrary, run_id: str) -> None:
+    ids = [new_candidate(lib, run_id, f"s{g}", generation=g, island=g % 2) for g in range(3)]
+    lib.record_evaluation(ids[0], correct(2.0))
+    lib.record_evaluation(ids[1], Evaluation(status=Status.INCORRECT, reason="off by one"))
+    got = lib.summaries(run_id, "relu")
+    assert [sc.candidate.id for sc in got] == ids and [sc.candidate.island for sc in got] == [0, 1, 0]
+    assert (
+        got[0].speedup == 2.0 and got[1].evaluation is not None and got[1].evaluation.reason == "off by one"
+    )
+    assert got[2].evaluation is None  # pending
+    assert [sc.candidate.id for sc in lib.summaries(run_id, "relu", before=1)] == ids[:1]

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from evokernel.mutators.base import MutationRequest
-from evokernel.mutators.tune import CHOICES, TuneMutator, apply_values, find_knobs
+from evokernel.mutators.tune import CHOICES, TuneMutator, apply_values, find_knobs, valid_setting
 from evokernel.tasks import load_task
 from evokernel.types import Candidate, Proposal, Scored, source_hash
 
@@ -101,3 +101,51 @@ def test_knob_crossover_mixes_parents_of_one_structure() -> None:
         values = {k.name: k.value for k in find_knobs(res.source)}
         both_high += values["BLOCK_SIZE"] >= 512 and values["num_warps"] >= 8
     assert both_high > 0
+
+
+def test_choices_follow_the_kernels_use_of_each_knob() -> None:
+    """tl.dot caps tiles at 256; the bundled softmax (masked, no dot) may grow to a whole row."""
+    matmul = {k.name: k.choices for k in find_knobs(matmul_seed())}
+    assert matmul["BLOCK_M"] == (16, 32, 64, 128, 256)
+    softmax = load_task(ROOT / "experiments/tasks/level1/softmax.py").seed_source
+    assert softmax is not None
+    assert {k.name: k.choices for k in find_knobs(softmax)}["BLOCK_SIZE"][-1] == 8192
+
+
+UNMASKED = """import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])
+@triton.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+"""
+
+
+def test_unmasked_kernel_blocks_only_shrink_and_space_overrides() -> None:
+    block, warps = find_knobs(UNMASKED)
+    assert (block.name, block.choices) == ("BLOCK", (16, 32, 64, 128))  # divisors of 128 only
+    assert warps.name == "num_warps" and block.launch == warps.launch
+    (block,) = [k for k in find_knobs(UNMASKED, {"BLOCK": [64, 32]}) if k.name == "BLOCK"]
+    assert block.choices == (32, 64)
+
+
+def test_num_warps_must_fit_the_tile() -> None:
+    knobs = find_knobs("k[g](x, BLOCK_SIZE=64, num_warps=2)\nk[g](y, BLOCK_SIZE=16, num_warps=1)\n")
+    assert valid_setting(knobs, [64, 2, 32, 1]) and not valid_setting(knobs, [64, 4, 32, 1])
+    assert not valid_setting(knobs, [64, 2, 16, 1])  # 32 threads on 16 elements
+    task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
+    tuner = TuneMutator(max_changes=2)
+    for seed in range(30):
+        request = MutationRequest(
+            proposal=Proposal(task="t", operator="tune", parents=(1,)),
+            task=task,
+            parents=(scored("k[g](x, BLOCK_SIZE=64, num_warps=2)\n"),),
+            rng_seed=seed,
+        )
+        res = run(tuner, request)
+        assert res.source is not None
+        values = {k.name: k.value for k in find_knobs(res.source)}
+        assert 32 * values["num_warps"] <= values["BLOCK_SIZE"]

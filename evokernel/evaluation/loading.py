@@ -1,0 +1,93 @@
+"""Loading task and candidate modules, making inputs and models: shared by supervisor and worker.
+
+Both processes make a trial's inputs themselves from the same seed (``torch.manual_seed`` then
+``get_inputs()`` on the CPU), so inputs never cross the process line; a worker whose inputs
+differ produces outputs that do not match, which is its own failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+# Weights of both models come from this generator state; inputs of a trial from its own seed.
+INIT_SEED = 42
+
+
+def load_module(path: Path, name: str, overrides: dict[str, Any] | None = None) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    module.__dict__.update(overrides or {})
+    return module
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list | tuple):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list | tuple):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def flatten(out: Any) -> list[Any]:
+    if isinstance(out, tuple | list):
+        return [x for item in out for x in flatten(item)]
+    return [out]
+
+
+def make_inputs(task: ModuleType, seed: int, device: torch.device) -> list[Any]:
+    torch.manual_seed(seed)
+    return list(to_device(task.get_inputs(), device))
+
+
+def build_reference(task: ModuleType, device: torch.device) -> Any:
+    torch.manual_seed(INIT_SEED)
+    return task.Model(*task.get_init_inputs()).to(device).eval()
+
+
+def copy_reference_weights(reference: Any, candidate: Any) -> None:
+    """Same parameter names and shapes: give the candidate the reference's weights exactly, so a
+    candidate that initialises differently is not failed for it."""
+    ref_state, cand_state = reference.state_dict(), candidate.state_dict()
+    if ref_state.keys() == cand_state.keys() and all(
+        ref_state[k].shape == cand_state[k].shape for k in ref_state
+    ):
+        candidate.load_state_dict(ref_state)
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Triton's JIT compiles at the first launch, so its compile errors surface during a call.
+    ``OutOfResources`` (a tile needing more shared memory than the GPU has) is a build failure too."""
+    mod, name = type(exc).__module__, type(exc).__name__
+    from_triton = mod.startswith("triton") and ("Compil" in name or name == "OutOfResources")
+    return from_triton or isinstance(exc, SyntaxError)
+
+
+def bitwise_equal(a: Any, b: Any) -> bool:
+    """Same values bit for bit (NaN equals NaN in the same place), same shape and dtype."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+        return bool(torch.equal(a, b))
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

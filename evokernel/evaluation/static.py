@@ -1,0 +1,242 @@
+"""Stage 1, static: named AST rules that refuse the known reward hacks before any code runs.
+
+The rules are deliberately narrow: each names one trick seen in the wild (KernelBench, METR,
+robust-kbench write-ups) and the syntax it needs. A kernel that computes its output does not need
+any of it: no ``try`` to fall back to PyTorch, no threads, streams or processes, no frame or
+``globals()`` inspection, no assignment into torch/time/the harness, no file or socket I/O, no
+reference ``Model``, no ``torch.compile`` (its Inductor kernels would pass the launch check), no
+pointer-keyed caches. Python is too dynamic for an AST check to be a proof; the rules are the
+first of several layers (the run-time integrity checks, the audit hook and the process split in
+:mod:`evokernel.evaluation.harness` are the others), and they make the honest path the easy one.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Modules a kernel file has no reason to import: concurrency, processes, frames, raw memory, I/O.
+FORBIDDEN_MODULES: dict[str, str] = {
+    "threading": "threads-processes",
+    "_thread": "threads-processes",
+    "multiprocessing": "threads-processes",
+    "concurrent": "threads-processes",
+    "subprocess": "threads-processes",
+    "asyncio": "threads-processes",
+    "signal": "threads-processes",
+    "pty": "threads-processes",
+    "socket": "network",
+    "urllib": "network",
+    "http": "network",
+    "requests": "network",
+    "inspect": "introspection",
+    "gc": "introspection",
+    "importlib": "introspection",
+    "builtins": "monkey-patch",
+    "ctypes": "introspection",
+    "cffi": "introspection",
+    "traceback": "introspection",
+    "io": "raw-io",
+    "pathlib": "raw-io",
+    "shutil": "raw-io",
+    "tempfile": "raw-io",
+    "pickle": "raw-io",
+    "marshal": "raw-io",
+    "evokernel": "reference-model",
+    "reference": "reference-model",
+    "__main__": "reference-model",
+}
+# Called as plain names.
+FORBIDDEN_CALLS: dict[str, str] = {
+    "globals": "introspection",
+    "locals": "introspection",
+    "vars": "introspection",
+    "eval": "introspection",
+    "exec": "introspection",
+    "compile": "introspection",
+    "__import__": "introspection",
+    "breakpoint": "introspection",
+    "open": "raw-io",
+    "id": "output-cache",
+    "setattr": "monkey-patch",
+    "delattr": "monkey-patch",
+}
+# Attribute names, wherever they appear (``x.<name>``).
+FORBIDDEN_ATTRS: dict[str, str] = {
+    "_getframe": "introspection",
+    "f_back": "introspection",
+    "f_globals": "introspection",
+    "f_locals": "introspection",
+    "f_code": "introspection",
+    "__globals__": "introspection",
+    "__code__": "introspection",
+    "__closure__": "introspection",
+    "__subclasses__": "introspection",
+    "__builtins__": "introspection",
+    "modules": "introspection",  # sys.modules
+    "settrace": "introspection",
+    "setprofile": "introspection",
+    "stdout": "raw-io",
+    "stderr": "raw-io",
+    "__stdout__": "raw-io",
+    "write": "raw-io",
+    "fork": "process-control",
+    "forkpty": "process-control",
+    "system": "process-control",
+    "popen": "process-control",
+    "_exit": "process-control",
+    "exit": "process-control",
+    "kill": "process-control",
+    "killpg": "process-control",
+    "abort": "process-control",
+    "setsid": "process-control",
+    "posix_spawn": "process-control",
+    "execv": "process-control",
+    "execve": "process-control",
+    "execvp": "process-control",
+    "spawnv": "process-control",
+    "Stream": "streams",
+    "ExternalStream": "streams",
+    "stream": "streams",
+    "set_stream": "streams",
+    "graph": "streams",
+    "CUDAGraph": "streams",
+    "compile": "generated-kernels",  # torch.compile
+    "_dynamo": "generated-kernels",
+    "_inductor": "generated-kernels",
+    "data_ptr": "output-cache",
+    "lru_cache": "output-cache",
+    "cache": "output-cache",
+}
+# Attributes no honest kernel touches on any object: frames, code objects, raw pointers, streams.
+ANY_OWNER_ATTRS = frozenset(
+    {
+        "_getframe",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_code",
+        "__globals__",
+        "__code__",
+        "__closure__",
+        "__subclasses__",
+        "__builtins__",
+        "settrace",
+        "setprofile",
+        "_exit",
+        "fork",
+        "Stream",
+        "ExternalStream",
+        "set_stream",
+        "CUDAGraph",
+        "_dynamo",
+        "_inductor",
+        "data_ptr",
+    }
+)
+RULE_HELP: dict[str, str] = {
+    "syntax": "the file must parse as Python",
+    "fallback-try": "no try/except inside functions: a kernel that fails must fail, not fall back",
+    "threads-processes": "no threads, processes or signals: all work must happen inside the call",
+    "process-control": "no fork/exec/exit/kill: the candidate may not end or spawn processes",
+    "streams": "no stream or CUDA-graph creation: work on a side stream escapes the timer",
+    "monkey-patch": "no assignment into modules (torch, time, triton, the harness) or builtins",
+    "introspection": "no frame, globals(), gc or module-table inspection, no eval/exec, no ctypes",
+    "raw-io": "no files or raw stdout/stderr: results come only from the returned tensors",
+    "network": "no sockets or HTTP",
+    "reference-model": "no use of the reference Model or the evaluator's modules",
+    "generated-kernels": "no torch.compile/dynamo/inductor: the kernel must be written, not generated",
+    "output-cache": "no pointer- or id-keyed caches (data_ptr, id, functools caches)",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    line: int
+    detail: str
+
+    def describe(self) -> str:
+        return f"rule {self.rule} (line {self.line}): {self.detail}; {RULE_HELP[self.rule]}"
+
+
+def check_source(source: str) -> list[Violation]:
+    """Every rule violation in ``source``, in line order; a syntax error is one ``syntax`` violation."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
+    found: list[Violation] = []
+    modules = _imported_module_names(tree)
+    for node in ast.walk(tree):
+        found.extend(_check_node(node, modules))
+    found.extend(_fallback_tries(tree))
+    return sorted(set(found), key=lambda v: (v.line, v.rule, v.detail))
+
+
+def _imported_module_names(tree: ast.Module) -> set[str]:
+    """Local names bound to imported modules or their members (torch, tl, F, perf_counter, ...)."""
+    names = {"torch", "triton", "time", "os", "sys", "math", "numpy", "functools"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _check_node(node: ast.AST, modules: set[str]) -> list[Violation]:
+    line = getattr(node, "lineno", 0)
+    out: list[Violation] = []
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        if isinstance(node, ast.ImportFrom) and node.level:
+            out.append(Violation("reference-model", line, "relative import"))
+        for name in names:
+            rule = FORBIDDEN_MODULES.get(name.split(".")[0])
+            if rule:
+                out.append(Violation(rule, line, f"imports {name}"))
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                rule = FORBIDDEN_ATTRS.get(alias.name) or FORBIDDEN_CALLS.get(alias.name)
+                if rule:
+                    out.append(Violation(rule, line, f"imports {alias.name} from {node.module}"))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+        out.append(Violation(FORBIDDEN_CALLS[node.func.id], line, f"calls {node.func.id}()"))
+    elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
+        # Common words (compile, modules, write, stream, ...) count only on a module (torch.compile,
+        # sys.modules, os.write, torch.cuda.stream), not on self or a tensor.
+        if node.attr in ANY_OWNER_ATTRS or _root_name(node.value) in modules:
+            out.append(Violation(FORBIDDEN_ATTRS[node.attr], line, f"uses .{node.attr}"))
+    elif isinstance(node, ast.Name) and node.id in ("Model", "__builtins__", "__loader__", "__spec__"):
+        out.append(Violation("reference-model" if node.id == "Model" else "introspection", line, node.id))
+    elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Attribute | ast.Subscript) and _root_name(sub) in modules:
+                    out.append(Violation("monkey-patch", line, f"assigns into {_root_name(sub)}"))
+                    break
+    return out
+
+
+def _fallback_tries(tree: ast.Module) -> list[Violation]:
+    """``try`` with handlers inside any function (module-level import guards stay allowed)."""
+    out: list[Violation] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Try | ast.TryStar) and node.handlers:
+                out.append(Violation("fallback-try", node.lineno, f"try/except in {_name(fn)}"))
+    return out
+
+
+def _name(fn: ast.AST) -> str:
+    return getattr(fn, "name", "lambda")

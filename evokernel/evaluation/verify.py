@@ -1,0 +1,88 @@
+"""``evokernel verify TASK CANDIDATE``: every stage on one candidate file, as a report or JSON.
+
+The same sandbox the pool uses, run in this process's own subprocess (no Ray). On a CPU the task
+runs at its ``small`` sizes under Triton's interpreter; on a GPU at its own sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evokernel.config_schema import EvaluationConfig
+from evokernel.evaluation.request import build_request
+from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.exceptions import EvaluationError
+from evokernel.tasks import load_task
+from evokernel.types import Evaluation
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise EvaluationError(f"--device must be auto, cpu or cuda, not {device!r}")
+    return device
+
+
+def verify(
+    task_path: str | Path,
+    candidate_path: str | Path,
+    device: str = "auto",
+    config: EvaluationConfig | None = None,
+) -> Evaluation:
+    config = config or EvaluationConfig()
+    task = load_task(task_path)
+    path = Path(candidate_path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvaluationError(f"{path}: cannot read the candidate file: {exc}") from exc
+    device = resolve_device(device)
+    scale = config.scale if config.scale != "auto" else ("full" if device == "cuda" else "small")
+    request = build_request(task, source, device=device, scale=scale, seeds=config.seeds, evaluation=config)
+    return run_sandboxed(request, config.timeout_s)
+
+
+def report_dict(evaluation: Evaluation) -> dict[str, Any]:
+    """The ``--json`` object: the issue's required keys first, then the figures and the stages."""
+    return {
+        "status": evaluation.status.value,
+        "reason": evaluation.reason,
+        "stage": evaluation.stage,
+        "speedup_eager": evaluation.speedup_eager if evaluation.ok else None,
+        "speedup_compile": evaluation.speedup_compile if evaluation.ok else None,
+        "runtime_ms": evaluation.runtime_ms,
+        "runtime_iqr_ms": evaluation.runtime_iqr_ms,
+        "runtime_cv": evaluation.runtime_cv,
+        "eager_ms": evaluation.eager_ms,
+        "compile_ms": evaluation.compile_ms,
+        "max_abs_error": evaluation.max_abs_error,
+        "device": evaluation.device,
+        "interpreter": evaluation.interpreter,
+        "stages": evaluation.details.get("stages", []),
+        "feedback": evaluation.feedback,
+        "duration_s": evaluation.duration_s,
+    }
+
+
+def format_report(evaluation: Evaluation) -> str:
+    lines = [f"status: {evaluation.status.value}" + (f" ({evaluation.stage})" if evaluation.stage else "")]
+    if evaluation.reason:
+        lines.append(f"reason: {evaluation.reason}")
+    for stage in evaluation.details.get("stages", []):
+        why = f"  {stage['reason']}" if stage.get("reason") else ""
+        lines.append(f"  {stage['stage']:<12} {stage['status']:<7} {stage['seconds']:8.3f} s{why}")
+    if evaluation.feedback and evaluation.feedback != evaluation.reason:
+        lines.append("feedback:")
+        lines.extend(f"  {line}" for line in evaluation.feedback.splitlines())
+    if evaluation.interpreter and evaluation.ok:
+        lines.append("note: Triton interpreter on a CPU: timings are not GPU performance")
+    return "\n".join(lines)
+
+
+def to_json(evaluation: Evaluation) -> str:
+    return json.dumps(report_dict(evaluation))

@@ -1,0 +1,209 @@
+"""The untrusted side: the only process that imports and runs candidate code.
+
+Forked by the supervisor (:mod:`evokernel.evaluation.harness`) before either touches CUDA. It
+closes every descriptor that leads to the sandbox, applies its limits and the network refusal,
+installs the launch hooks, then answers the supervisor's commands over one socket: ``build``
+(import the candidate), ``variant`` (make both models at a variant's sizes), ``trial`` (run the
+candidate twice on one seed's inputs), ``time`` and ``exit``. Everything it reports is a claim;
+the supervisor checks the outputs against its own reference and decides.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from evokernel.evaluation import channel, guards, integrity
+from evokernel.evaluation.feedback import trim_traceback
+from evokernel.evaluation.loading import (
+    bitwise_equal,
+    build_reference,
+    clone,
+    copy_reference_weights,
+    flatten,
+    is_compile_error,
+    load_module,
+    make_inputs,
+)
+from evokernel.evaluation.timing import TimingSettings, time_callable
+
+# Poison blocks left in the caching allocator before each candidate call: enough to cover the
+# outputs of every bundled task at full size (128 MiB) and to fill the small-block pool.
+POISON_MIN_BYTES = 64 << 20
+POISON_SMALL_BLOCKS = 16  # x 512 KiB = 4 segments of the allocator's 2 MiB small pool
+
+
+class CandidateFailure(Exception):
+    def __init__(self, status: str, reason: str, feedback: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.feedback = status, reason, feedback or reason
+
+
+def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], workdir: Path) -> None:
+    """Run the worker until ``exit``; never returns normally (``os._exit``) so that no supervisor
+    state (atexit handlers, Ray, buffered files) runs a second time in the child."""
+    code = 0
+    try:
+        for fd in close_fds:
+            os.close(fd)
+        guards.die_with_parent()
+        guards.apply_limits(
+            guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
+        )
+        guards.refuse_network()
+        integrity.install_launch_hooks()
+        _Worker(sock, request, workdir).loop()
+    except channel.ChannelError:
+        code = 3  # the supervisor went away; nothing to report to
+    except BaseException:  # noqa: BLE001 - the harness side of the worker failed: say why, then exit
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+class _Worker:
+    def __init__(self, sock: socket.socket, request: dict[str, Any], workdir: Path) -> None:
+        self.sock, self.workdir = sock, workdir
+        self.device = torch.device(request["device"])
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        self.snapshot = integrity.harness_snapshot()
+        self.candidate_module: ModuleType | None = None
+        self.task: ModuleType | None = None
+        self.model: Any = None
+        self.out_bytes = 0
+
+    def loop(self) -> None:
+        handlers = {"build": self.build, "variant": self.variant, "trial": self.trial, "time": self.time}
+        while True:
+            command, _ = channel.recv(self.sock)
+            if command["op"] == "exit":
+                channel.send(self.sock, {"ok": True})
+                return
+            try:
+                header, blob = handlers[command["op"]](command)
+            except CandidateFailure as failure:
+                header, blob = {"ok": False, **failure.__dict__}, b""
+                header.pop("args", None)
+            channel.send(self.sock, header, blob)
+
+    def build(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        try:
+            self.candidate_module = load_module(self.workdir / "candidate.py", "evokernel_candidate")
+        except Exception as exc:
+            raise CandidateFailure(
+                "compile_error", f"import failed: {type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+            ) from exc
+        if not hasattr(self.candidate_module, "ModelNew"):
+            raise CandidateFailure("compile_error", "the candidate defines no ModelNew")
+        return {"ok": True, "changed_harness": integrity.changed_harness(self.snapshot)}, b""
+
+    def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        self.task = load_module(
+            self.workdir / "reference.py", f"evokernel_reference_{command['index']}", command["overrides"]
+        )
+        reference = build_reference(self.task, self.device)
+        try:
+            torch.manual_seed(0)
+            assert self.candidate_module is not None
+            self.model = self.candidate_module.ModelNew(*self.task.get_init_inputs()).to(self.device).eval()
+        except Exception as exc:
+            raise CandidateFailure(
+                "runtime_error", f"ModelNew(...) raised {type(exc).__name__}", trim_traceback(exc)
+            ) from exc
+        copy_reference_weights(reference, self.model)
+        del reference
+        return {"ok": True}, b""
+
+    def _call(self, inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
+        threads, children = integrity.python_threads(), integrity.child_processes()
+        before = integrity.launches()
+        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            if stream is not None:
+                torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            status = "compile_error" if is_compile_error(exc) else "runtime_error"
+            raise CandidateFailure(
+                status, f"{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+            ) from exc
+        facts = {
+            "launches": integrity.launches() - before,
+            "new_threads": len(integrity.python_threads() - threads),
+            "new_processes": len(integrity.child_processes() - children),
+            "stream_changed": stream is not None and torch.cuda.current_stream(self.device) != stream,
+            "changed_harness": integrity.changed_harness(self.snapshot),
+        }
+        return out, facts
+
+    def _poison(self) -> None:
+        """Fill the allocator's free blocks with 0xFF (NaN in every float dtype) so an output that is
+        not fully written shows, instead of holding an earlier result."""
+        nbytes = max(POISON_MIN_BYTES, 2 * self.out_bytes)
+        if self.device.type == "cuda":
+            blocks = [torch.full((nbytes,), 255, dtype=torch.uint8, device=self.device)]
+            blocks += [
+                torch.full((512 << 10,), 255, dtype=torch.uint8, device=self.device)
+                for _ in range(POISON_SMALL_BLOCKS)
+            ]
+        else:
+            # glibc reuses freed heap chunks up to its 32 MiB dynamic mmap threshold; beyond that
+            # fresh pages are zero. Best effort on a CPU; the GPU caching allocator is the real case.
+            blocks = [torch.full((max(self.out_bytes, 4096),), 255, dtype=torch.uint8)]
+        del blocks
+
+    def trial(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        assert self.task is not None
+        inputs = make_inputs(self.task, int(command["seed"]), self.device)
+        runs, outputs = [], []
+        for _ in range(int(command["repeat"])):
+            call_inputs = clone(inputs)
+            self._poison()
+            out, facts = self._call(call_inputs)
+            facts["inputs_changed"] = [
+                i for i, (a, b) in enumerate(zip(call_inputs, inputs, strict=True)) if not bitwise_equal(a, b)
+            ]
+            runs.append(facts)
+            outputs.append(flatten(out))
+        self.out_bytes = sum(t.numel() * t.element_size() for t in outputs[0] if isinstance(t, torch.Tensor))
+        deterministic = all(bitwise_equal(outputs[0], o) for o in outputs[1:])
+        meta, blob = channel.encode_tensors(outputs[0])
+        return {"ok": True, "runs": runs, "deterministic": deterministic, "outputs": meta}, blob
+
+    def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        assert self.task is not None
+        inputs = make_inputs(self.task, int(command["seed"]), self.device)
+        before = integrity.launches()
+        calls = [0]
+
+        def run() -> Any:
+            calls[0] += 1
+            return self.model(*inputs)
+
+        with torch.no_grad():
+            try:
+                result = time_callable(run, self.device, TimingSettings(**command["settings"]))
+            except Exception as exc:
+                raise CandidateFailure(
+                    "runtime_error", f"{type(exc).__name__} while timing", trim_traceback(exc)
+                ) from exc
+        return {
+            "ok": True,
+            "timing": result.to_dict(),
+            "calls": calls[0],
+            "launches": integrity.launches() - before,
+            "new_threads": 0,
+            "changed_harness": integrity.changed_harness(self.snapshot),
+        }, b""

@@ -1,0 +1,224 @@
+"""PIKE-O: OpenEvolve-style islands with MAP-Elites grids, an elite archive and ring migration.
+
+Generations are synchronous (generation g is planned from generations < g only, so a seed
+reproduces a run whatever order evaluations finish in); each makes ``batch`` proposals per island.
+
+- **Islands** (default 3): generation 0 seeds island 0; at each boundary an island with no
+  correct member is reseeded with the best candidate overall (how islands 1.. get started).
+- **MAP-Elites grid** per island over ``features`` (code_length, speedup, kernel_count), ``bins``
+  cells per feature: each cell keeps its fastest member. **Archive**: the ``archive_size``
+  fastest correct candidates over all islands.
+- **Parent sampling** per proposal: exploration (``exploration_ratio``, 0.2) uniform over the
+  island's grid cells; exploitation (``exploitation_ratio``, 0.7) uniform over the archive
+  members living on the island (the whole archive if none do); random (the rest, 0.1) uniform
+  over every correct candidate. An empty pool falls back to the next kind in that order.
+- **Prompt context**: after the parent come the island's top programs (its fastest
+  ``elite_selection_ratio`` share, at most ``top_programs``) and ``inspirations`` members from
+  other grid cells. With probability ``crossover_rate`` the proposal is a ``crossover`` of the
+  parent and an archive member instead (with ``tune``: a knob crossover of the two).
+- **Migration** every ``migration_interval`` generations: the top ``migration_rate`` share of each
+  island's natives copies to its neighbours on the ring (``migration``: ring, random or none);
+  migrants never migrate again. **Reset** (``reset``: none or funsearch) every ``reset_interval``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from evokernel.exceptions import ConfigError
+from evokernel.islands.migration import MigrationPolicy
+from evokernel.islands.model import RESEED, Member, ranked
+from evokernel.islands.reset import ResetPolicy
+from evokernel.registry import resolve
+from evokernel.strategies.base import GenerationalStrategy
+from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
+from evokernel.types import IslandEvent, Proposal, Scored
+from evokernel.view import RunView
+
+EXPLORATION, EXPLOITATION, RANDOM = "exploration", "exploitation", "random"
+
+
+def _code_length(sc: Scored, bins: int) -> int:
+    # Octaves from 512 characters: <1k, 1-2k, 2-4k, ... (Triton kernel files run 1-8k).
+    return min(bins - 1, max(0, int(math.log2(max(1, len(sc.candidate.source)) / 512))))
+
+
+def _speedup(sc: Scored, bins: int) -> int:
+    # Half-octave bands centred on 1x: ..., [0.71, 1), [1, 1.41), [1.41, 2), ...
+    return min(bins - 1, max(0, math.floor(2 * math.log2(max(sc.speedup, 1e-6))) + bins // 2))
+
+
+def _kernel_count(sc: Scored, bins: int) -> int:
+    src = sc.candidate.source
+    return min(bins - 1, src.count("@triton.jit") + src.count("load_inline("))
+
+
+FEATURES: dict[str, Callable[[Scored, int], int]] = {
+    "code_length": _code_length,
+    "speedup": _speedup,
+    "kernel_count": _kernel_count,
+}
+
+
+def choose_kind(rng: random.Random, exploration: float, exploitation: float) -> str:
+    r = rng.random()
+    return EXPLORATION if r < exploration else EXPLOITATION if r < exploration + exploitation else RANDOM
+
+
+class PikeO(GenerationalStrategy):
+    name = "pike_o"
+
+    def __init__(
+        self,
+        islands: int = 3,
+        batch: int = 4,
+        features: tuple[str, ...] | list[str] = ("code_length", "speedup", "kernel_count"),
+        bins: int = 8,
+        archive_size: int = 20,
+        exploration_ratio: float = 0.2,
+        exploitation_ratio: float = 0.7,
+        elite_selection_ratio: float = 0.1,
+        top_programs: int = 3,
+        inspirations: int = 2,
+        crossover_rate: float = 0.1,
+        migration: str = "ring",
+        migration_interval: int = 5,
+        migration_rate: float = 0.1,
+        reset: str = "none",
+        reset_interval: int = 10,
+        max_generations: int | None = None,
+        operator: str = "auto",
+    ) -> None:
+        unknown = [f for f in features if f not in FEATURES]
+        if unknown:
+            raise ConfigError(f"pike_o: unknown feature(s) {unknown}; known: {', '.join(FEATURES)}")
+        ratios = (
+            exploration_ratio,
+            exploitation_ratio,
+            elite_selection_ratio,
+            crossover_rate,
+            migration_rate,
+        )
+        if min(ratios) < 0 or exploration_ratio + exploitation_ratio > 1 or max(ratios) > 1:
+            raise ConfigError("pike_o ratios must lie in [0, 1] and exploration + exploitation <= 1")
+        if min(islands, batch, bins, archive_size, migration_interval, reset_interval) < 1:
+            raise ConfigError("pike_o needs islands, batch, bins, archive_size and the intervals >= 1")
+        self.islands = islands
+        self.batch = batch
+        self.features = tuple(features)
+        self.bins = bins
+        self.archive_size = archive_size
+        self.exploration_ratio = exploration_ratio
+        self.exploitation_ratio = exploitation_ratio
+        self.elite_selection_ratio = elite_selection_ratio
+        self.top_programs = top_programs
+        self.inspirations = inspirations
+        self.crossover_rate = crossover_rate
+        self.migration: MigrationPolicy = resolve("migrations", migration)(migration_rate)
+        self.migration_interval = migration_interval
+        self.reset: ResetPolicy = resolve("resets", reset)()
+        self.reset_interval = reset_interval
+        self.max_generations = max_generations
+        self.operator = operator
+
+    # ---- islands ----------------------------------------------------------------------------------
+    def populations(
+        self, view: RunView, generation: int, everyone: list[Scored] | None = None
+    ) -> dict[int, list[Member]]:
+        """Each island's members as ``generation`` starts (``everyone``: ``view.summaries`` of it)."""
+        if everyone is None:
+            everyone = view.summaries(before=generation)
+        return {i: view.population(i, everyone, before=generation) for i in range(self.islands)}
+
+    def island_events(self, view: RunView) -> list[IslandEvent]:
+        nxt = self.generation_finished(view)
+        if nxt is None or nxt == 0 or any(e.generation == nxt for e in view.island_events()):
+            return []
+        pops = self.populations(view, nxt)
+        rng = view.rng("pike_o-islands", nxt)
+        events: list[IslandEvent] = []
+        if nxt % self.reset_interval == 0:
+            events += self.reset.events(pops, nxt, rng)
+        if nxt % self.migration_interval == 0:
+            events += self.migration.moves(pops, nxt, rng)
+        reset = {e.island for e in events if e.kind != "migrate"}
+        best = by_fitness([m.scored for pop in pops.values() for m in pop])
+        for island in range(self.islands):
+            if best and island not in reset and not ranked(pops[island]):
+                events.append(
+                    IslandEvent(RESEED, nxt, island, best[0].candidate.id, best[0].candidate.island)
+                )
+        return events
+
+    def grid(self, population: list[Member]) -> dict[tuple[int, ...], Member]:
+        """MAP-Elites: feature cell -> its fastest member."""
+        cells: dict[tuple[int, ...], Member] = {}
+        for member in ranked(population):
+            cell = tuple(FEATURES[f](member.scored, self.bins) for f in self.features)
+            cells.setdefault(cell, member)
+        return cells
+
+    # ---- sampling ---------------------------------------------------------------------------------
+    def sample_parent(
+        self, rng: random.Random, grid: list[Member], archive: list[Member], everyone: list[Member]
+    ) -> tuple[str, Member] | None:
+        """(kind, parent): exploration from ``grid``, exploitation from ``archive``, random from
+        ``everyone``; an empty pool falls back to the next kind."""
+        kind = choose_kind(rng, self.exploration_ratio, self.exploitation_ratio)
+        pools = {EXPLORATION: grid, EXPLOITATION: archive, RANDOM: everyone}
+        order = [EXPLORATION, EXPLOITATION, RANDOM]
+        for k in order[order.index(kind) :] + order[: order.index(kind)]:
+            if pools[k]:
+                return k, rng.choice(pools[k])
+        return None
+
+    def plan(self, view: RunView, generation: int) -> list[Proposal]:
+        task = view.task.name
+        if generation == 0:
+            seeds = initial_generation(view, self.batch)
+            if seeds and seeds[0].operator == "seed":  # LLM seeds: every island writes its own
+                return [
+                    Proposal(task=task, operator="seed", generation=0, island=i, branch=i * self.batch + b)
+                    for i in range(self.islands)
+                    for b in range(self.batch)
+                ]
+            return seeds
+        summaries = view.summaries(before=generation)  # one read of the population per plan
+        pops = self.populations(view, generation, summaries)
+        everyone = [Member(sc) for sc in by_fitness(summaries)]
+        archive_ids = {m.id for m in everyone[: self.archive_size]}
+        op = mutation_operator(view, self.operator)
+        out: list[Proposal] = []
+        for island in range(self.islands):
+            members = ranked(pops[island])
+            if not members:
+                continue
+            cells = self.grid(members)
+            grid = list(cells.values())
+            local_archive = [m for m in members if m.id in archive_ids]
+            archive = local_archive or [m for m in everyone if m.id in archive_ids]
+            n_top = min(self.top_programs, max(1, math.ceil(self.elite_selection_ratio * len(members))))
+            for b in range(self.batch):
+                rng = view.rng("pike_o", generation, island, b)
+                picked = self.sample_parent(rng, grid, archive, everyone)
+                if picked is None:
+                    continue
+                parent = picked[1]
+                slot = island * self.batch + b
+                if rng.random() < self.crossover_rate:
+                    other = [m for m in archive if m.id != parent.id]
+                    if other and ("crossover" in view.operators or op == "tune"):
+                        mate = rng.choice(other)
+                        cross = "crossover" if "crossover" in view.operators else "tune"
+                        parents = (parent.id, mate.id)
+                        out.append(Proposal(task, cross, island, generation, parents, branch=slot))
+                        continue
+                context: list[int] = []
+                if op != "tune":  # tune reads a second parent as a crossover mate
+                    context = [m.id for m in members[:n_top] if m.id != parent.id]
+                    others = [m for m in grid if m.id != parent.id and m.id not in context]
+                    context += [m.id for m in rng.sample(others, min(self.inspirations, len(others)))]
+                out.append(Proposal(task, op, island, generation, (parent.id, *context), branch=slot))
+        return out

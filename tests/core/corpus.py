@@ -1,0 +1,76 @@
+"""Reading the hack/legit/fault corpora: each file's header says what must happen to it.
+
+Header lines (comments at the top of each file)::
+
+    # hack: <the trick>            (or  # legit: / # fault:)
+    # expect: status=<status> stage=<stage> [rule=<rule>] [reason=<text in the reason>]
+    # without-static: ...          (optional: the verdict with the static rules off)
+    # task: <task file, relative to the repository root>
+    # device: cpu | cuda
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    status: str
+    stage: str
+    rule: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    kind: str
+    trick: str
+    expect: Expectation
+    without_static: Expectation | None
+    task: Path
+    device: str
+    timeout_s: float
+
+    @property
+    def id(self) -> str:
+        return self.path.stem
+
+
+def _expectation(text: str) -> Expectation:
+    fields = dict(re.findall(r"(\w+)=([^=]+?)(?=\s+\w+=|\s*\(|$)", text.strip()))
+    return Expectation(
+        fields["status"].strip(), fields["stage"].strip(), fields.get("rule"), fields.get("reason")
+    )
+
+
+def load_case(path: Path) -> Case:
+    header: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"# (hack|legit|fault|expect|without-static|task|device|timeout): (.*)", line)
+        if m:
+            header[m.group(1)] = m.group(2)
+        elif not line.startswith("#"):
+            break
+    kind = next(k for k in ("hack", "legit", "fault") if k in header)
+    return Case(
+        path=path,
+        kind=kind,
+        trick=header[kind],
+        expect=_expectation(header.get("expect", "status=correct stage=timing")),
+        without_static=_expectation(header["without-static"]) if "without-static" in header else None,
+        task=ROOT / header["task"],
+        device=header.get("device", "cpu"),
+        timeout_s=float(header.get("timeout", "120")),
+    )
+
+
+def corpus(kind: str) -> list[Case]:
+    folder = {"hack": "hacks", "legit": "legit", "fault": "faults"}[kind]
+    return [load_case(p) for p in sorted((FIXTURES / folder).glob("*.py"))]

@@ -1,0 +1,59 @@
+"""Stage 1: the named AST rules, on the hack corpus, honest kernels and small snippets."""
+
+from __future__ import annotations
+
+import pytest
+
+from evokernel.evaluation.static import RULE_HELP, check_source
+from tests.core.corpus import ROOT, Case, corpus
+
+STATIC_HACKS = [c for c in corpus("hack") if c.expect.stage == "static"]
+HONEST = [c.path for c in corpus("legit")] + sorted((ROOT / "experiments" / "tasks").rglob("*.seed.py"))
+
+
+@pytest.mark.parametrize("case", STATIC_HACKS, ids=lambda c: c.id)
+def test_hack_violates_the_rule_its_header_names(case: Case) -> None:
+    rules = {v.rule for v in check_source(case.path.read_text())}
+    assert case.expect.rule in rules, rules
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.stem)
+def test_honest_kernels_break_no_rule(path: object) -> None:
+    assert check_source(path.read_text()) == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("snippet", "rule"),
+    [
+        ("def f():\n    try:\n        g()\n    except Exception:\n        pass\n", "fallback-try"),
+        ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "monkey-patch"),
+        ("import triton\nsetattr(triton, 'jit', None)\n", "monkey-patch"),
+        ("import torch\ng = torch.cuda.CUDAGraph()\n", "streams"),
+        ("import os\nos.system('ls')\n", "process-control"),
+        ("from sys import _getframe\n", "introspection"),
+        ("x = vars()\n", "introspection"),
+        ("import torch\nf = torch.compile(abs)\n", "generated-kernels"),
+        ("import functools\n@functools.lru_cache\ndef f(x):\n    return x\n", "output-cache"),
+        ("from .reference import Model\n", "reference-model"),
+        ("import urllib.request\n", "network"),
+        ("def f(", "syntax"),
+    ],
+)
+def test_snippet_is_caught_by_its_rule(snippet: str, rule: str) -> None:
+    violations = check_source(snippet)
+    assert rule in {v.rule for v in violations}, violations
+    assert all(v.describe().startswith(f"rule {v.rule}") for v in violations)
+
+
+def test_common_words_on_objects_are_not_flagged() -> None:
+    """``compile``, ``modules`` or ``stream`` on self or a tensor are ordinary code."""
+    source = (
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        for m in self.modules():\n            pass\n        return x.cuda_stream if False else x\n"
+    )
+    assert check_source(source) == []
+
+
+def test_module_level_import_guard_is_allowed_and_every_rule_is_documented() -> None:
+    assert check_source("try:\n    import triton\nexcept ImportError:\n    triton = None\n") == []
+    assert {v.rule for c in STATIC_HACKS for v in check_source(c.path.read_text())} <= set(RULE_HELP)

@@ -1,0 +1,141 @@
+"""The corpora through the real sandbox (a supervisor and a worker process each), and the CLI.
+
+Hacks must all be refused by the stage their header names; legit kernels must all pass; faults
+must be classified within their timeout. CPU cases run here; ``device: cuda`` cases run in
+test_gpu.py on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evokernel.config_schema import EvaluationConfig, TimingConfig
+from evokernel.evaluation.request import build_request
+from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.tasks import load_task
+from evokernel.types import Evaluation
+from tests.core.corpus import ROOT, Case, Expectation, corpus
+
+FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
+HACKS = [c for c in corpus("hack") if c.device == "cpu"]
+LEGIT = [c for c in corpus("legit") if c.device == "cpu"]
+FAULTS = [c for c in corpus("fault") if c.device == "cpu"]
+
+
+def evaluate(case: Case, static_checks: bool = True) -> Evaluation:
+    task = load_task(case.task)
+    request = build_request(
+        task,
+        case.path.read_text(),
+        device=case.device,
+        scale="small" if case.device == "cpu" else "full",
+        timing=FAST,
+        evaluation=EvaluationConfig(),
+        static_checks=static_checks,
+    )
+    return run_sandboxed(request, case.timeout_s)
+
+
+def check(ev: Evaluation, expect: Expectation) -> None:
+    text = f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
+    assert ev.status.value == expect.status, text
+    assert ev.stage == expect.stage, text
+    if expect.rule:
+        assert f"rule {expect.rule}" in ev.reason, text
+    if expect.reason:
+        assert expect.reason.strip() in ev.reason, text
+    assert ev.speedup_eager is None or ev.ok
+
+
+def test_the_corpora_are_big_enough() -> None:
+    assert len({c.id for c in corpus("hack")}) >= 20
+    assert len(corpus("legit")) >= 15
+    faults = {c.id for c in corpus("fault")}
+    for needed in ("segfault", "python_infinite_loop", "host_oom", "stdout_flood", "fork_bomb"):
+        assert needed in faults
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [c for c in HACKS if c.expect.stage != "static"], ids=lambda c: c.id)
+def test_runtime_hack_is_refused(case: Case) -> None:
+    check(evaluate(case), case.expect)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [c for c in HACKS if c.without_static], ids=lambda c: c.id)
+def test_hack_is_refused_at_run_time_too(case: Case) -> None:
+    """Defense in depth: with the static rules off, the run-time layers still refuse it."""
+    assert case.without_static is not None
+    check(evaluate(case, static_checks=False), case.without_static)
+
+
+@pytest.mark.parametrize("case", [c for c in HACKS if c.expect.stage == "static"], ids=lambda c: c.id)
+def test_static_hack_is_refused_before_any_process(case: Case) -> None:
+    ev = evaluate(case)
+    check(ev, case.expect)
+    assert ev.duration_s < 1.0  # no process was started
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", LEGIT, ids=lambda c: c.id)
+def test_legit_kernel_passes(case: Case) -> None:
+    ev = evaluate(case)
+    assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
+    assert ev.speedup_eager and ev.runtime_ms and ev.interpreter
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAULTS, ids=lambda c: c.id)
+def test_fault_is_classified_within_its_timeout(case: Case) -> None:
+    ev = evaluate(case, static_checks=False)
+    check(ev, case.expect)
+    assert ev.duration_s < case.timeout_s + 30
+
+
+def test_verify_command_prints_one_json_object_and_exits_by_status() -> None:
+    task = ROOT / "tests/fixtures/tasks/axpy.py"
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evokernel",
+            "verify",
+            str(task),
+            str(task.with_suffix(".seed.py")),
+            "--json",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout.strip().splitlines()[-1])
+    assert report["status"] == "correct" and report["speedup_eager"] > 0 and report["interpreter"]
+    assert {s["stage"] for s in report["stages"]} >= {"static", "build", "correctness", "integrity", "timing"}
+    hack = ROOT / "tests/fixtures/hacks/try_except_fallback.py"
+    bad = subprocess.run(
+        [sys.executable, "-m", "evokernel", "verify", str(task), str(hack), "--json", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    assert report["status"] == "rejected" and report["stage"] == "static" and report["speedup_eager"] is None
+
+
+def test_verify_names_a_missing_candidate() -> None:
+    task = ROOT / "tests/fixtures/tasks/axpy.py"
+    out = subprocess.run(
+        [sys.executable, "-m", "evokernel", "verify", str(task), "/nonexistent/cand.py", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "cand.py" in out.stderr and "Traceback" not in out.stderr
