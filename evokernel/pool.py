@@ -93,12 +93,11 @@ class EvaluatorActor:
             )
         import torch
 
+        from evokernel.mutators.hardware import device_facts, format_hardware
+
         p = torch.cuda.get_device_properties(0)
-        smem = getattr(p, "shared_memory_per_block_optin", 0) // 1024
-        facts = (
-            f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
-            f"{p.total_memory / 2**30:.0f} GiB, {smem} KiB shared memory per block"
-        )
+        # The formatted line leads with the name; Hardware.describe() adds it back once.
+        facts = format_hardware(device_facts(p)).removeprefix(f"{p.name}: ")
         return asdict(Hardware("cuda", p.name, facts, versions, p.name))
 
     def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:

@@ -43,8 +43,11 @@ class RunSummary:
 
 
 def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
-    mutators: list[Mutator] = [resolve("mutators", "tune")(max_changes=config.mutators.tune.max_changes)]
-    if config.mutators.llm.model:
+    tune = config.mutators.tune
+    mutators: list[Mutator] = [
+        resolve("mutators", "tune")(max_changes=tune.max_changes, space=tune.space or None)
+    ]
+    if config.mutators.llm.enabled():
         mutators.insert(0, resolve("mutators", "llm")(config.mutators.llm))
     else:
         reporter.say(LLM_HINT)
@@ -90,7 +93,7 @@ def run_experiment(
         if pool is None:
             from evokernel.pool import EvaluatorPool  # Ray and torch: only when a real pool is needed
 
-            evaluator: Evaluator = EvaluatorPool(config.evaluation, config.ray)
+            evaluator: Evaluator = EvaluatorPool(config.evaluation, config.ray, baselines=library)
         else:
             evaluator = pool
         reporter.start(run_id, config, tasks, evaluator, library)
