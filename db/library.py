@@ -9,44 +9,32 @@ status together.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from evokernel.db.accounting import AccountingMixin
 from evokernel.db.connection import SessionScope, make_engine, normalize_url, redact, upgrade
 from evokernel.db.models import (
-    BaselineRow,
     CandidateParentRow,
     CandidateRow,
     EvaluationRow,
-    IslandEventRow,
-    IslandRow,
-    LLMCallRow,
     ProposalRow,
-    RunEventRow,
-    RunRow,
     RunTaskRow,
-    TaskRow,
-    utcnow,
 )
-from evokernel.exceptions import LibraryError, RunNotFoundError
+from evokernel.db.rows import eval_columns as _eval_columns
+from evokernel.db.rows import proposal as _proposal
+from evokernel.db.rows import scored as _scored
+from evokernel.exceptions import LibraryError
 from evokernel.types import (
     Candidate,
     Evaluation,
-    IslandEvent,
-    LLMCall,
     Proposal,
-    RunInfo,
     Scored,
     Status,
-    Task,
 )
 
-_EVAL_FIELDS = tuple(Evaluation.__dataclass_fields__)
 # Built once: constructing statements per call was a third of the per-candidate cost.
 _PROPOSAL_DONE = update(ProposalRow).where(ProposalRow.id == bindparam("proposal_id")).values(state="done")
 _CANDIDATE_STATUS = (
@@ -56,8 +44,11 @@ _CANDIDATE_STATUS = (
 )
 
 
-class SolutionLibrary:
-    """Runs, tasks, islands, proposals, candidates, evaluations, LLM calls, baselines, events."""
+class SolutionLibrary(AccountingMixin):
+    """Runs, tasks, islands, proposals, candidates, evaluations, LLM calls, baselines, events.
+
+    Runs/tasks/islands live in :mod:`evokernel.db.runs`, accounting in :mod:`evokernel.db.accounting`;
+    this module keeps proposals, candidates and evaluations, the rows resume depends on."""
 
     def __init__(self, url_or_path: str | Path, *, migrate: bool = True) -> None:
         self.url = upgrade(url_or_path) if migrate else normalize_url(url_or_path)
@@ -70,105 +61,6 @@ class SolutionLibrary:
 
     def close(self) -> None:
         self._engine.dispose()
-
-    # ---- runs -------------------------------------------------------------------------------
-    def create_run(self, name: str, config: dict[str, Any], seed: int = 0) -> str:
-        run_id = uuid.uuid4().hex[:12]
-        self._scope.run(lambda s: s.add(RunRow(id=run_id, name=name, config=config, seed=seed)))
-        return run_id
-
-    def get_run(self, run_id: str) -> RunInfo:
-        def fn(s: Session) -> RunInfo:
-            row = s.get(RunRow, run_id)
-            if row is None:
-                raise RunNotFoundError(f"no run {run_id!r} in the library {redact(self.url)}")
-            return _run_info(row)
-
-        return self._scope.run(fn)
-
-    def list_runs(self) -> list[RunInfo]:
-        return self._scope.run(
-            lambda s: [_run_info(r) for r in s.scalars(select(RunRow).order_by(RunRow.created_at))]
-        )
-
-    def set_run_status(self, run_id: str, status: str) -> None:
-        finished = utcnow() if status in ("finished", "failed", "interrupted") else None
-        self._scope.run(
-            lambda s: s.execute(
-                update(RunRow).where(RunRow.id == run_id).values(status=status, finished_at=finished)
-            )
-        )
-
-    # ---- tasks and islands ------------------------------------------------------------------
-    def register_task(self, run_id: str, task: Task, position: int = 0) -> None:
-        """Store the task (deduplicated by name and source hash) and attach it to the run."""
-
-        def fn(s: Session) -> int:
-            row = s.scalars(
-                select(TaskRow).where(TaskRow.name == task.name, TaskRow.source_hash == task.source_hash)
-            ).first()
-            if row is None:
-                meta = {"variants": list(task.variants), "small": task.small, "seed_path": task.seed_path}
-                row = TaskRow(
-                    name=task.name,
-                    source_hash=task.source_hash,
-                    source=task.source,
-                    path=task.path,
-                    level=task.level,
-                    meta=meta,
-                )
-                s.add(row)
-                s.flush()
-            if s.get(RunTaskRow, (run_id, row.id)) is None:
-                s.add(RunTaskRow(run_id=run_id, task_id=row.id, name=task.name, position=position))
-            return row.id
-
-        # Runs of a sweep register the same tasks at the same moment: between our SELECT and INSERT
-        # another writer may insert the same (name, hash) and we hit uq_tasks_name_hash. Its row is
-        # committed by the time the constraint fires (PostgreSQL waits for it, SQLite writes one at a
-        # time), so a second try finds it. Other integrity errors fail the same way on the retry.
-        for attempt in range(2):
-            try:
-                self._task_ids[(run_id, task.name)] = self._scope.run(fn)
-                return
-            except LibraryError as exc:
-                if attempt or not isinstance(exc.__cause__, IntegrityError):
-                    raise
-
-    def run_task_hashes(self, run_id: str) -> dict[str, str]:
-        """Task name -> source hash for a run, to check that a resumed run sees the same tasks."""
-        stmt = (
-            select(RunTaskRow.name, TaskRow.source_hash)
-            .join(TaskRow, TaskRow.id == RunTaskRow.task_id)
-            .where(RunTaskRow.run_id == run_id)
-        )
-        return self._scope.run(lambda s: {n: h for n, h in s.execute(stmt)})
-
-    def _task_id(self, run_id: str, task: str) -> int:
-        key = (run_id, task)
-        if key not in self._task_ids:
-            stmt = select(RunTaskRow.task_id).where(RunTaskRow.run_id == run_id, RunTaskRow.name == task)
-            found = self._scope.run(lambda s: s.scalars(stmt).first())
-            if found is None:
-                raise LibraryError(f"task {task!r} is not registered with run {run_id}")
-            self._task_ids[key] = found
-        return self._task_ids[key]
-
-    def ensure_islands(self, run_id: str, task: str, count: int) -> list[int]:
-        task_id = self._task_id(run_id, task)
-
-        def fn(s: Session) -> list[int]:
-            have = set(
-                s.scalars(
-                    select(IslandRow.index).where(IslandRow.run_id == run_id, IslandRow.task_id == task_id)
-                )
-            )
-            for index in range(count):
-                if index not in have:
-                    s.add(IslandRow(run_id=run_id, task_id=task_id, index=index))
-            return list(range(max(count, len(have))))
-
-        return self._scope.run(fn)
 
     # ---- proposals and candidates -----------------------------------------------------------
     def add_proposal(self, run_id: str, proposal: Proposal) -> Proposal:
@@ -503,196 +395,3 @@ class SolutionLibrary:
             return out
 
         return self._scope.run(fn)
-
-    # ---- island events ------------------------------------------------------------------------
-    def record_island_events(self, run_id: str, task: str, events: list[IslandEvent]) -> None:
-        """Record the membership changes of one generation boundary in one transaction, so a crash
-        leaves either all of them or none (the strategy then decides them again, identically)."""
-        task_id = self._task_id(run_id, task)
-        rows = [
-            IslandEventRow(
-                run_id=run_id,
-                task_id=task_id,
-                generation=e.generation,
-                kind=e.kind,
-                island=e.island,
-                candidate_id=e.candidate,
-                from_island=e.from_island,
-            )
-            for e in events
-        ]
-        self._scope.run(lambda s: s.add_all(rows))
-
-    def island_events(self, run_id: str, task: str) -> list[IslandEvent]:
-        task_id = self._task_id(run_id, task)
-        stmt = (
-            select(IslandEventRow)
-            .where(IslandEventRow.run_id == run_id, IslandEventRow.task_id == task_id)
-            .order_by(IslandEventRow.id)
-        )
-        return self._scope.run(
-            lambda s: [
-                IslandEvent(r.kind, r.generation, r.island, r.candidate_id, r.from_island)
-                for r in s.scalars(stmt)
-            ]
-        )
-
-    # ---- llm calls, baselines, events ---------------------------------------------------------
-    def record_llm_call(self, run_id: str, proposal_id: int | None, call: LLMCall) -> None:
-        values = {k: getattr(call, k) for k in LLMCall.__dataclass_fields__}
-        self._scope.run(lambda s: s.add(LLMCallRow(run_id=run_id, proposal_id=proposal_id, **values)))
-
-    def llm_usage(self, run_id: str) -> dict[str, float]:
-        stmt = select(
-            func.count(),
-            func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0),
-            func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
-            func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0),
-        ).where(LLMCallRow.run_id == run_id)
-        calls, tin, tout, cost = self._scope.run(lambda s: s.execute(stmt).one())
-        return {"calls": calls, "prompt_tokens": tin, "completion_tokens": tout, "cost_usd": float(cost)}
-
-    def max_proposal_cost(self, run_id: str) -> float:
-        """The largest USD cost any one proposal's LLM calls added up to (0.0 before any)."""
-        per = (
-            select(func.sum(LLMCallRow.cost_usd).label("cost"))
-            .where(LLMCallRow.run_id == run_id)
-            .group_by(LLMCallRow.proposal_id)
-            .subquery()
-        )
-        found = self._scope.run(lambda s: s.scalar(select(func.max(per.c.cost))))
-        return float(found or 0.0)
-
-    def llm_calls(self, run_id: str) -> list[LLMCall]:
-        stmt = select(LLMCallRow).where(LLMCallRow.run_id == run_id).order_by(LLMCallRow.id)
-        fields = LLMCall.__dataclass_fields__
-        return self._scope.run(
-            lambda s: [LLMCall(**{k: getattr(r, k) for k in fields}) for r in s.scalars(stmt)]
-        )
-
-    def get_baseline(
-        self, task_hash: str, device: str, versions: str, kind: str, variant: str = ""
-    ) -> float | None:
-        stmt = select(BaselineRow.median_ms).where(
-            BaselineRow.task_hash == task_hash,
-            BaselineRow.device == device,
-            BaselineRow.versions == versions,
-            BaselineRow.kind == kind,
-            BaselineRow.variant == variant,
-        )
-        return self._scope.run(lambda s: s.scalar(stmt))
-
-    def put_baseline(
-        self,
-        task_hash: str,
-        device: str,
-        versions: str,
-        kind: str,
-        median_ms: float,
-        iqr_ms: float = 0.0,
-        variant: str = "",
-    ) -> None:
-        key = {
-            "task_hash": task_hash,
-            "device": device,
-            "versions": versions,
-            "kind": kind,
-            "variant": variant,
-        }
-
-        def fn(s: Session) -> None:
-            row = s.scalars(select(BaselineRow).filter_by(**key)).first()
-            if row is None:
-                s.add(BaselineRow(**key, median_ms=median_ms, iqr_ms=iqr_ms))
-            else:
-                row.median_ms, row.iqr_ms, row.created_at = median_ms, iqr_ms, utcnow()
-
-        self._scope.run(fn)
-
-    def log_event(
-        self, run_id: str, kind: str, message: str = "", data: dict[str, Any] | None = None
-    ) -> None:
-        self._scope.run(
-            lambda s: s.add(RunEventRow(run_id=run_id, kind=kind, message=message, data=data or {}))
-        )
-
-    def events(self, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-        stmt = select(RunEventRow).where(RunEventRow.run_id == run_id).order_by(RunEventRow.id)
-        return self._scope.run(lambda s: [(r.kind, r.message, r.data) for r in s.scalars(stmt)])
-
-
-def _run_info(row: RunRow) -> RunInfo:
-    return RunInfo(
-        id=row.id,
-        name=row.name,
-        config=row.config,
-        seed=row.seed,
-        status=row.status,
-        created_at=row.created_at.isoformat(timespec="seconds"),
-        finished_at=row.finished_at.isoformat(timespec="seconds") if row.finished_at else None,
-    )
-
-
-def _proposal(row: ProposalRow, task: str) -> Proposal:
-    return Proposal(
-        task=task,
-        operator=row.operator,
-        island=row.island,
-        generation=row.generation,
-        parents=tuple(row.parents),
-        idea=row.idea,
-        id=row.id,
-        seq=row.seq,
-        branch=row.branch or 0,
-        count=1 if row.count is None else row.count,
-        ideas=tuple(row.ideas or ()),
-        state=row.state,
-    )
-
-
-def _candidate(row: CandidateRow, task: str, parents: tuple[int, ...]) -> Candidate:
-    return Candidate(
-        id=row.id,
-        run_id=row.run_id,
-        task=task,
-        proposal_id=row.proposal_id,
-        island=row.island,
-        generation=row.generation,
-        operator=row.operator,
-        parents=parents,
-        source=row.source,
-        branch=row.branch or 0,
-    )
-
-
-def _eval_columns(evaluation: Evaluation) -> dict[str, Any]:
-    out = {k: getattr(evaluation, k) for k in _EVAL_FIELDS}
-    out["status"] = evaluation.status.value
-    return out
-
-
-def _scored(s: Session, rows: list[CandidateRow], task: str) -> list[Scored]:
-    """Attach parents (in rank order) and the latest evaluation to each row: two queries in all."""
-    if not rows:
-        return []
-    ids = [r.id for r in rows]
-    parents: dict[int, list[int]] = {}
-    for p in s.scalars(
-        select(CandidateParentRow)
-        .where(CandidateParentRow.child_id.in_(ids))
-        .order_by(CandidateParentRow.child_id, CandidateParentRow.rank)
-    ):
-        parents.setdefault(p.child_id, []).append(p.parent_id)
-    latest: dict[int, EvaluationRow] = {}
-    for e in s.scalars(
-        select(EvaluationRow).where(EvaluationRow.candidate_id.in_(ids)).order_by(EvaluationRow.id)
-    ):
-        latest[e.candidate_id] = e
-    out = []
-    for r in rows:
-        ev_row = latest.get(r.id)
-        ev = None
-        if ev_row is not None:
-            ev = Evaluation.from_dict({k: getattr(ev_row, k) for k in _EVAL_FIELDS})
-        out.append(Scored(_candidate(r, task, tuple(parents.get(r.id, ()))), ev))
-    return out

@@ -1,0 +1,103 @@
+"""Conversions from library rows to :mod:`evokernel.types` dataclasses (no queries of their own
+except ``scored``, which attaches parents and latest evaluations in two queries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evokernel.db.models import (
+    CandidateParentRow,
+    CandidateRow,
+    EvaluationRow,
+    ProposalRow,
+    RunRow,
+)
+from evokernel.types import (
+    Candidate,
+    Evaluation,
+    Proposal,
+    RunInfo,
+    Scored,
+)
+
+_EVAL_FIELDS = tuple(Evaluation.__dataclass_fields__)
+
+
+def run_info(row: RunRow) -> RunInfo:
+    return RunInfo(
+        id=row.id,
+        name=row.name,
+        config=row.config,
+        seed=row.seed,
+        status=row.status,
+        created_at=row.created_at.isoformat(timespec="seconds"),
+        finished_at=row.finished_at.isoformat(timespec="seconds") if row.finished_at else None,
+    )
+
+
+def proposal(row: ProposalRow, task: str) -> Proposal:
+    return Proposal(
+        task=task,
+        operator=row.operator,
+        island=row.island,
+        generation=row.generation,
+        parents=tuple(row.parents),
+        idea=row.idea,
+        id=row.id,
+        seq=row.seq,
+        branch=row.branch or 0,
+        count=1 if row.count is None else row.count,
+        ideas=tuple(row.ideas or ()),
+        state=row.state,
+    )
+
+
+def candidate(row: CandidateRow, task: str, parents: tuple[int, ...]) -> Candidate:
+    return Candidate(
+        id=row.id,
+        run_id=row.run_id,
+        task=task,
+        proposal_id=row.proposal_id,
+        island=row.island,
+        generation=row.generation,
+        operator=row.operator,
+        parents=parents,
+        source=row.source,
+        branch=row.branch or 0,
+    )
+
+
+def eval_columns(evaluation: Evaluation) -> dict[str, Any]:
+    out = {k: getattr(evaluation, k) for k in _EVAL_FIELDS}
+    out["status"] = evaluation.status.value
+    return out
+
+
+def scored(s: Session, rows: list[CandidateRow], task: str) -> list[Scored]:
+    """Attach parents (in rank order) and the latest evaluation to each row: two queries in all."""
+    if not rows:
+        return []
+    ids = [r.id for r in rows]
+    parents: dict[int, list[int]] = {}
+    for p in s.scalars(
+        select(CandidateParentRow)
+        .where(CandidateParentRow.child_id.in_(ids))
+        .order_by(CandidateParentRow.child_id, CandidateParentRow.rank)
+    ):
+        parents.setdefault(p.child_id, []).append(p.parent_id)
+    latest: dict[int, EvaluationRow] = {}
+    for e in s.scalars(
+        select(EvaluationRow).where(EvaluationRow.candidate_id.in_(ids)).order_by(EvaluationRow.id)
+    ):
+        latest[e.candidate_id] = e
+    out = []
+    for r in rows:
+        ev_row = latest.get(r.id)
+        ev = None
+        if ev_row is not None:
+            ev = Evaluation.from_dict({k: getattr(ev_row, k) for k in _EVAL_FIELDS})
+        out.append(Scored(candidate(r, task, tuple(parents.get(r.id, ()))), ev))
+    return out
