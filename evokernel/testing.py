@@ -243,11 +243,12 @@ def check_strategy(
     found = resolve("strategies", name)
     assert isinstance(found, type) and issubclass(found, Strategy), f"{name} is not a Strategy subclass"
     cls: type[Strategy] = found
+    rejected = False
     try:
         cls.from_params({**(params or {}), "no_such_param_xyz": 1})
     except ConfigError:
-        pass
-    else:
+        rejected = True  # the expected outcome
+    if not rejected:
         raise AssertionError(f"{name}: from_params accepted an unknown parameter (it must raise ConfigError)")
     task_list = [instant_task(f"instant{i}") for i in range(tasks)]
     workdir.mkdir(parents=True, exist_ok=True)
