@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from sqlalchemy import insert
 
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateParentRow, CandidateRow, EvaluationRow, ProposalRow
+from evokernel.pgserver import postgres_database
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.greedy import Greedy
 from evokernel.strategies.pike_b import PikeB
@@ -48,9 +48,6 @@ from evokernel.strategies.pike_o import PikeO
 from evokernel.testing import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.types import source_hash
 from evokernel.view import RunView
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pgserver import postgres_database
 
 BRANCHES = 10
 OPERATORS = frozenset({"seed_file", "mutate", "fix", "ideas", "crossover"})
