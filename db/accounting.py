@@ -4,42 +4,72 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from evokernel.db.index import IslandIndexMixin
 from evokernel.db.models import (
     BaselineRow,
     IslandEventRow,
+    IslandIndexRow,
     LLMCallRow,
     RunEventRow,
     utcnow,
 )
-from evokernel.db.runs import RunsMixin
 from evokernel.types import (
     IslandEvent,
     LLMCall,
 )
 
 
-class AccountingMixin(RunsMixin):
+class AccountingMixin(IslandIndexMixin):
     # ---- island events ------------------------------------------------------------------------
     def record_island_events(self, run_id: str, task: str, events: list[IslandEvent]) -> None:
         """Record the membership changes of one generation boundary in one transaction, so a crash
         leaves either all of them or none (the strategy then decides them again, identically)."""
         task_id = self._task_id(run_id, task)
         rows = [
-            IslandEventRow(
-                run_id=run_id,
-                task_id=task_id,
-                generation=e.generation,
-                kind=e.kind,
-                island=e.island,
-                candidate_id=e.candidate,
-                from_island=e.from_island,
-            )
+            {
+                "run_id": run_id,
+                "task_id": task_id,
+                "generation": e.generation,
+                "kind": e.kind,
+                "island": e.island,
+                "candidate_id": e.candidate,
+                "from_island": e.from_island,
+                "created_at": utcnow(),
+            }
             for e in events
         ]
-        self._scope.run(lambda s: s.add_all(rows))
+        if not rows:
+            return
+        # The island index folds events once per generation; events of a generation it already
+        # folded (recorded late, by a caller that planned before recording) make it rebuild.
+        stale = delete(IslandIndexRow).where(
+            IslandIndexRow.run_id == run_id,
+            IslandIndexRow.task_id == task_id,
+            IslandIndexRow.events_through >= min(e.generation for e in events),
+        )
+
+        def fn(conn: Connection) -> None:
+            conn.execute(insert(IslandEventRow), rows)  # one executemany: a migration can be hundreds
+            conn.execute(stale)
+
+        self._scope.run_core(fn)
+
+    def has_island_events(self, run_id: str, task: str, generation: int) -> bool:
+        """Whether any island event is recorded for ``generation`` (one indexed lookup)."""
+        task_id = self._task_id(run_id, task)
+        stmt = (
+            select(IslandEventRow.id)
+            .where(
+                IslandEventRow.run_id == run_id,
+                IslandEventRow.task_id == task_id,
+                IslandEventRow.generation == generation,
+            )
+            .limit(1)
+        )
+        return self._scope.run_core(lambda c: c.execute(stmt).scalar()) is not None
 
     def island_events(self, run_id: str, task: str) -> list[IslandEvent]:
         task_id = self._task_id(run_id, task)

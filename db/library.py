@@ -47,8 +47,9 @@ _CANDIDATE_STATUS = (
 class SolutionLibrary(AccountingMixin):
     """Runs, tasks, islands, proposals, candidates, evaluations, LLM calls, baselines, events.
 
-    Runs/tasks/islands live in :mod:`evokernel.db.runs`, accounting in :mod:`evokernel.db.accounting`;
-    this module keeps proposals, candidates and evaluations, the rows resume depends on."""
+    Runs/tasks/islands live in :mod:`evokernel.db.runs`, accounting in :mod:`evokernel.db.accounting`,
+    the island index (bounded reads of island populations) in :mod:`evokernel.db.index`; this
+    module keeps proposals, candidates and evaluations, the rows resume depends on."""
 
     def __init__(self, url_or_path: str | Path, *, migrate: bool = True) -> None:
         self.url = upgrade(url_or_path) if migrate else normalize_url(url_or_path)
@@ -162,15 +163,25 @@ class SolutionLibrary(AccountingMixin):
         )
 
     def count_proposals(
-        self, run_id: str, task: str, state: str | None = None, generation: int | None = None
+        self,
+        run_id: str,
+        task: str,
+        state: str | None = None,
+        generation: int | None = None,
+        exclude_operator: str | None = None,
     ) -> int:
+        """Proposals of a run's task (optionally in a state, of a generation, not of an operator)."""
         task_id = self._task_id(run_id, task)
         stmt = select(func.count()).where(ProposalRow.run_id == run_id, ProposalRow.task_id == task_id)
         if state is not None:
             stmt = stmt.where(ProposalRow.state == state)
         if generation is not None:
             stmt = stmt.where(ProposalRow.generation == generation)
-        return int(self._scope.run(lambda s: s.scalar(stmt)) or 0)
+        if exclude_operator is not None:
+            stmt = stmt.where(ProposalRow.operator != exclude_operator)
+        # A bare connection: strategies ask this at every generation boundary (an ORM session
+        # cost three times the query).
+        return int(self._scope.run_core(lambda c: c.execute(stmt).scalar()) or 0)
 
     def last_generation(self, run_id: str, task: str) -> int:
         """Highest generation any proposal of the task was made for; -1 before the first."""
@@ -292,7 +303,8 @@ class SolutionLibrary(AccountingMixin):
     def summaries(self, run_id: str, task: str, *, before: int | None = None) -> list[Scored]:
         """Every candidate of a run's task, oldest first, as a light :class:`Scored`: no parents,
         and an evaluation holding only the status, reason and speedup the candidate row keeps.
-        One Core query, for strategies that rank whole populations (PIKE-O, the random walk):
+        One Core query, for reports and checks that rank whole populations (strategies read the
+        island index instead, :mod:`evokernel.db.index`):
         about 30x cheaper per row than :meth:`candidates`, which loads lineage and evaluations."""
         task_id = self._task_id(run_id, task)
         c = CandidateRow

@@ -2,7 +2,7 @@
 
 Per-task evaluation budgets live in the engine (they are counts of library rows). The limits here
 are shared by every task of the run, so work in flight holds a *reservation*: an LLM job reserves
-the most it can spend (``max_retries + 1`` calls; the cost of the most expensive job so far)
+the most it can spend (:func:`llm_calls_per_job` calls; the cost of the most expensive job so far)
 until it reports what it really spent. A job starts only if its reservation fits next to what is
 spent and reserved, which is what keeps a run from overspending with many jobs in flight.
 """
@@ -16,7 +16,24 @@ from enum import Enum
 
 from evokernel.config_schema import BudgetConfig
 from evokernel.exceptions import ConfigError
+from evokernel.mutators.base import Mutator
 from evokernel.types import LLMCall
+
+
+def llm_calls_per_job(mutators: Iterable[Mutator], default: int) -> int:
+    """The most LLM calls (HTTP attempts) one job -- a mutation or an ideas call -- can make.
+
+    One job is one ``mutate``/``ideas`` call: one model of an ensemble, retried at most
+    ``max_retries`` times (a fix round or an ideas call is a job of its own). Each LLM mutator
+    states its own bound (``Mutator.llm_calls_per_job``: the LLM mutator's is its own
+    ``max_retries + 1``, which need not be the experiment config's when mutators are passed in);
+    one that states none gets ``default`` (``llm.max_retries + 1``)."""
+    bounds = [
+        m.llm_calls_per_job if m.llm_calls_per_job is not None else default
+        for m in mutators
+        if getattr(m, "uses_llm", m.name != "tune")
+    ]
+    return max(bounds, default=default)
 
 
 class Verdict(Enum):

@@ -60,9 +60,12 @@ class LLMConfig:
 
 @dataclass
 class TuneConfig:
-    """The ``tune`` mutator: changes 1..max_changes Triton knobs of the parent per proposal.
+    """The ``tune`` mutator (no LLM): proposes Triton knob settings of the parent's kernel.
+    ``search``: ``model`` learns from the evaluated settings of the same kernel structure and
+    proposes the most promising untried one; ``random`` changes 1..max_changes knobs of the parent.
     ``space`` replaces the derived choices of the knobs it names, e.g. ``{BLOCK_K: [32, 64]}``."""
 
+    search: str = "model"
     max_changes: int = 2
     space: dict[str, list[int]] = field(default_factory=dict)
 
@@ -93,8 +96,15 @@ class TimingConfig:
     max_reps: int = 1000
     max_ms: float = 1000.0
     target_rse: float = 0.005
-    # Also time CUDA-graph replays of the call (launch-bound kernels); reported beside, not instead.
+    # Always time CUDA-graph replays of the call too (reported beside); launch-bound calls get it anyway.
     cuda_graph: bool = False
+    # Warmup ends when 3 windows of 5 ms agree within settle_tol (clock settled), after at least
+    # warmup_ms and at most settle_max_ms.
+    settle_tol: float = 0.01
+    settle_max_ms: float = 300.0
+    # Event median under this: also time per-call CUDA-graph replays, and compare graph to graph
+    # when the baseline is launch-bound too (0 = never).
+    launch_bound_us: float = 20.0
 
 
 @dataclass
@@ -115,6 +125,17 @@ class EvaluationConfig:
     host_memory_mb: int = 0
     # Evaluator actors; 0 means one per GPU, or on CPU-only clusters min(2, CPUs).
     workers: int = 0
+    # Candidates in flight per actor (0: 4 on a GPU, 1 on a CPU). Builds and correctness checks
+    # overlap; timings never overlap other GPU work (a per-GPU lock held by the supervisors).
+    concurrency_per_worker: int = 0
+    # Requests waiting in the pool beyond those in flight (0: 4x workers x concurrency_per_worker);
+    # past it, evaluate() waits to enter. Waiting requests are served round robin per run.
+    max_queue: int = 0
+    # Evaluate identical (task, source, settings) once; later requests get the same result.
+    dedup: bool = True
+    # Fork each candidate's processes from a per-actor server that imported torch and triton once
+    # (no CUDA); false: a new interpreter per candidate (seconds more each).
+    warm: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 
@@ -144,7 +165,7 @@ class BudgetConfig:
 @dataclass
 class ConcurrencyConfig:
     """Work in flight at once, over all tasks of the run: ``llm`` LLM requests (mutations and
-    ideas) and ``evaluations`` candidates on the pool (0: twice the evaluator count). Separate
+    ideas) and ``evaluations`` candidates on the pool (0: twice what the pool runs at once). Separate
     limits, so slow LLM replies never idle the evaluators and a queue of evaluations never holds
     back LLM calls."""
 

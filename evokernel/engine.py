@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from evokernel.budget import RunBudget, Verdict
+from evokernel.budget import RunBudget, Verdict, llm_calls_per_job
 from evokernel.config_schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import PluginError
@@ -72,10 +72,13 @@ class Engine(ProposalWork):
         if self.ideas_mutator is not None:
             ops.add(IDEAS)
         self.operators = frozenset(ops)
-        self._eval_limit = asyncio.Semaphore(config.concurrency.evaluations or 2 * pool.size)
+        # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles.
+        capacity = int(getattr(pool, "capacity", pool.size))
+        self._eval_limit = asyncio.Semaphore(config.concurrency.evaluations or 2 * capacity)
         self._llm_limit = asyncio.Semaphore(max(1, config.concurrency.llm))
         self._hardware = ""
-        self.budget = RunBudget(config.budget, attempts_per_job=config.mutators.llm.max_retries + 1)
+        per_job = llm_calls_per_job(mutators, default=config.mutators.llm.max_retries + 1)
+        self.budget = RunBudget(config.budget, attempts_per_job=per_job)
         self._released = asyncio.Event()
         self.stop_reason = ""  # set by SIGINT or the wall-time budget: no new work starts
         self.interrupted = False

@@ -1,31 +1,57 @@
 """``EvaluatorPool``: Ray actors that turn (task, source) into an :class:`Evaluation`.
 
-One actor per GPU (``num_gpus=1``, so Ray sets ``CUDA_VISIBLE_DEVICES`` and no two actors share a
-GPU), or on a CPU-only cluster a few CPU actors whose candidates run under Triton's interpreter.
-The same code runs on a laptop's local cluster and on a multi-node cluster reached by address.
-An actor runs one sandboxed evaluation at a time, so timings on a GPU never overlap. The pool
-knows nothing of islands or strategies.
+One actor per GPU (CPU actors on a cluster without GPUs, whose candidates run under Triton's
+interpreter), each with ``concurrency_per_worker`` candidates in flight
+(:mod:`evokernel.actor`). The same code runs on a laptop's local cluster and on a multi-node
+cluster reached by address. The pool knows nothing of islands or strategies.
+
+In front of the actors:
+
+* **Admission** (:mod:`evokernel.fairqueue`): never more than workers x concurrency calls
+  submitted to Ray; up to ``max_queue`` more wait, served round robin over tenants (runs) and by
+  priority within one (fix attempts first); callers beyond that wait to enter.
+* **Deduplication**: identical (task, source, settings) requests are evaluated once; a request
+  that arrives while its twin is in flight waits for it, later ones get the remembered result
+  (crashes and timeouts are not remembered). Either copy says ``details["deduplicated"]``.
+* **Baselines** (:mod:`evokernel.baselinecache`): a task's eager and ``torch.compile`` baselines
+  are measured once, by a request of their own before its first candidate, and cached.
+* **Faults**: an actor that dies (node lost, killed) is replaced, and every candidate it had in
+  flight is retried once on the least-loaded actor, then ``crashed`` with the reason.
+
+Each evaluation's ``details["stages"]`` starts with ``queue`` (waiting here and for the GPU lock)
+and ``start`` (launch until the supervisor runs) before the verifier's own stages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import os
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+import time
+from collections import OrderedDict
+from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 
+from evokernel.actor import EvaluatorActor, Hardware
+from evokernel.baselinecache import BaselineCache, BaselineStore
 from evokernel.config_schema import EvaluationConfig, RayConfig
-from evokernel.evaluation.baselines import KINDS, software_versions
+from evokernel.evaluation.baselines import compile_enabled
 from evokernel.evaluation.request import build_request
-from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError
-from evokernel.types import Evaluation, Status, Task
+from evokernel.fairqueue import FairQueue
+from evokernel.poolhealth import PoolStats
+from evokernel.types import Evaluation, Status, Task, source_hash
+
+__all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
 
 log = logging.getLogger(__name__)
+# Finished evaluations remembered for deduplication (a few KB each).
+MEMO_SIZE = 4096
+BASELINES_TENANT = "baselines"
 
 
 def init_ray(config: RayConfig) -> None:
@@ -45,105 +71,74 @@ def init_ray(config: RayConfig) -> None:
         ray.init(num_cpus=config.num_cpus, **kwargs)
 
 
-class BaselineStore(Protocol):
-    """Where baselines are cached across runs: :class:`evokernel.db.SolutionLibrary` is one."""
-
-    def get_baseline(
-        self, task_hash: str, device: str, versions: str, kind: str, variant: str = ""
-    ) -> float | None: ...
-
-    def put_baseline(
-        self,
-        task_hash: str,
-        device: str,
-        versions: str,
-        kind: str,
-        median_ms: float,
-        iqr_ms: float = 0.0,
-        variant: str = "",
-    ) -> None: ...
-
-
-@dataclass(frozen=True)
-class Hardware:
-    device: str
-    name: str
-    facts: str
-    # Software versions and the device label that key cached baselines (see evaluation/baselines.py).
-    versions: str = ""
-    label: str = ""
-
-    def describe(self) -> str:
-        return f"{self.name} ({self.facts})" if self.facts else self.name
-
-
-@ray.remote
-class EvaluatorActor:
-    """Runs sandboxed evaluations on the GPU (or CPU) Ray gave it, one at a time."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-
-    def hardware(self) -> dict[str, str]:
-        versions = software_versions(self.device)
-        if self.device != "cuda":
-            facts = f"{os.cpu_count()} cores"
-            return asdict(
-                Hardware("cpu", "CPU (Triton interpreter)", facts, versions, "cpu (Triton interpreter)")
-            )
-        import torch
-
-        from evokernel.mutators.hardware import device_facts, format_hardware
-
-        p = torch.cuda.get_device_properties(0)
-        # The formatted line leads with the name; Hardware.describe() adds it back once.
-        facts = format_hardware(device_facts(p)).removeprefix(f"{p.name}: ")
-        return asdict(Hardware("cuda", p.name, facts, versions, p.name))
-
-    def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        return run_sandboxed(request, timeout_s).to_dict()
-
-
 class EvaluatorPool:
     """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
     task's baselines are measured once per device and software versions, not per candidate."""
+
+    # The engine passes tenant= and priority= to pools that say so (work.TenantAwareEvaluator).
+    tenant_aware = True
 
     def __init__(
         self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
     ) -> None:
         init_ray(ray_config)
         self.config = config
-        self.baseline_store = baselines
-        gpus = int(ray.cluster_resources().get("GPU", 0))
+        resources = ray.cluster_resources()
+        self.gpus = int(resources.get("GPU", 0))
         if config.device == "auto":
-            self.device = "cuda" if gpus > 0 else "cpu"
+            self.device = "cuda" if self.gpus > 0 else "cpu"
         elif config.device in ("cpu", "cuda"):
             self.device = config.device
         else:
             raise EvaluationError(f"evaluation.device must be auto, cpu or cuda, not {config.device!r}")
-        if self.device == "cuda" and gpus == 0:
+        if self.device == "cuda" and self.gpus == 0:
             raise EvaluationError(
                 "evaluation.device=cuda but the Ray cluster has no GPU; use device=auto or cpu"
             )
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        default_workers = gpus if self.device == "cuda" else max(1, min(2, cpus))
+        if config.concurrency_per_worker < 0 or config.max_queue < 0:
+            raise EvaluationError(
+                "evaluation.concurrency_per_worker and evaluation.max_queue must be >= 0 (0: automatic)"
+            )
+        cpus = int(resources.get("CPU", 1))
+        default_workers = self.gpus if self.device == "cuda" else max(1, min(2, cpus))
         self.size = config.workers or default_workers
+        # GPU: builds and correctness of 4 candidates overlap one timing; CPU: the interpreter
+        # is CPU-bound, so more than one per core only adds contention.
+        self.concurrency = config.concurrency_per_worker or (4 if self.device == "cuda" else 1)
+        self.capacity = self.size * self.concurrency
+        # A load_inline build gets the actor's share of the CPUs, split among its candidates.
+        self.build_jobs = max(1, cpus // self.size // self.concurrency)
         self.scale = (
             config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
         )
-        self._actors = [self._new_actor() for _ in range(self.size)]
-        self._load = [0] * self.size
+        self.queue = FairQueue(self.capacity, config.max_queue or 4 * self.capacity)
+        self.stats = PoolStats()
+        # Actor handles and the requests each has in flight (read them; the pool changes them).
+        self.actors = [self._new_actor() for _ in range(self.size)]
+        self.loads = [0] * self.size
+        self.max_submitted = 0
         self._hardware: Hardware | None = None
+        self._memo: OrderedDict[str, Evaluation] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[Evaluation]] = {}
+        self.baselines = BaselineCache(
+            baselines,
+            scale=self.scale,
+            compile_on=compile_enabled(config.compile_baseline, self.device),
+            hardware=self.hardware,
+            measure=self._measure_baselines,
+        )
 
     def _new_actor(self) -> Any:
         actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class
+        # +2 threads: hardware() and diagnostics are answered while evaluations run.
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_concurrency": self.concurrency + 2}
         if self.device == "cuda":
-            return actor_cls.options(num_gpus=1, num_cpus=1, max_restarts=0).remote("cuda")
-        return actor_cls.options(num_cpus=1, max_restarts=0).remote("cpu")
+            options["num_gpus"] = 1
+        return actor_cls.options(**options).remote(self.device, self.build_jobs, self.config.warm)
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
-            self._hardware = Hardware(**await self._actors[0].hardware.remote())
+            self._hardware = Hardware(**await self.actors[0].hardware.remote())
         return self._hardware
 
     def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -158,67 +153,121 @@ class EvaluatorPool:
             baselines=baselines,
         )
 
-    async def _cached_baselines(self, task: Task) -> dict[str, Any] | None:
-        if self.baseline_store is None:
-            return None
-        hw = await self.hardware()
-        key = {"device": hw.label, "versions": hw.versions}
-        out: dict[str, Any] = {"key": key}
-        for kind in KINDS:
-            median = self.baseline_store.get_baseline(
-                task.source_hash, hw.label, hw.versions, kind, self.scale
-            )
-            out[kind] = {"median_ms": median, "iqr_ms": 0.0, "cv": 0.0, "reps": 0} if median else None
-        return out
+    # ---- the public call --------------------------------------------------------------------------
+    async def evaluate(
+        self, task: Task, source: str, *, tenant: str = "default", priority: int = 0
+    ) -> Evaluation:
+        """Evaluate ``source`` for ``task``; ``tenant`` (a run id) and ``priority`` (higher first)
+        order the wait when the pool is full."""
+        if not self.config.dedup:
+            return await self._evaluate_new(task, source, tenant, priority)
+        key = self._dedup_key(task, source)
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            self.stats.deduplicated += 1
+            return _deduplicated(self._memo[key])
+        if key in self._pending:
+            self.stats.deduplicated += 1
+            return _deduplicated(await asyncio.shield(self._pending[key]))
+        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved"
+        self._pending[key] = future
+        try:
+            evaluation = await self._evaluate_new(task, source, tenant, priority)
+        except asyncio.CancelledError:
+            future.cancel()  # its waiters are cancelled too (the driver is stopping)
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            del self._pending[key]
+        future.set_result(evaluation)
+        if evaluation.status not in (Status.CRASHED, Status.TIMEOUT):
+            self._memo[key] = evaluation
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return evaluation
 
-    def _store_baselines(self, task: Task, evaluation: Evaluation) -> None:
-        timing = evaluation.details.get("timing") or {}
-        key = timing.get("baseline_key")
-        if self.baseline_store is None or not key:
-            return
-        for kind in KINDS:
-            measured = timing.get(kind)
-            if measured and not measured.get("cached"):
-                self.baseline_store.put_baseline(
-                    task.source_hash,
-                    key["device"],
-                    key["versions"],
-                    kind,
-                    measured["median_ms"],
-                    measured["iqr_ms"],
-                    self.scale,
-                )
+    def _dedup_key(self, task: Task, source: str) -> str:
+        settings = {k: v for k, v in self.request(task, "").items() if k not in ("task", "baselines")}
+        text = json.dumps([task.source_hash, source_hash(source), settings], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
 
-    async def evaluate(self, task: Task, source: str) -> Evaluation:
-        """Evaluate on the least-loaded actor; an actor that dies is replaced and the candidate
-        retried once elsewhere, then classified ``crashed``."""
-        request = self.request(task, source, await self._cached_baselines(task))
+    async def _evaluate_new(self, task: Task, source: str, tenant: str, priority: int) -> Evaluation:
+        arrived = time.monotonic()
+        await self.baselines.ensure(task)
+        await self.queue.acquire(tenant, priority)
+        queued_s = time.monotonic() - arrived
+        try:
+            request = self.request(task, source, self.known_baselines(task))
+            evaluation = await self._submit(request)
+        finally:
+            self.queue.release()
+        evaluation = _with_queue_and_start(evaluation, queued_s)
+        self.baselines.store(task, evaluation)
+        self.stats.record(evaluation)
+        return evaluation
+
+    async def _submit(self, request: dict[str, Any]) -> Evaluation:
+        """On the least-loaded actor; an actor that dies is replaced and the request retried once
+        on the least-loaded one (every request it had in flight does the same), then ``crashed``."""
         last_error = ""
         for _attempt in range(2):
-            index = min(range(self.size), key=self._load.__getitem__)
-            actor = self._actors[index]
-            self._load[index] += 1
+            index = min(range(self.size), key=self.loads.__getitem__)
+            actor = self.actors[index]
+            self.loads[index] += 1
+            self.max_submitted = max(self.max_submitted, sum(self.loads))
             try:
                 data = await actor.evaluate.remote(request, self.config.timeout_s)
-                evaluation = Evaluation.from_dict(data)
-                self._store_baselines(task, evaluation)
-                return evaluation
+                return Evaluation.from_dict(data)
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error = f"evaluator actor died: {type(exc).__name__}"
-                log.warning("%s; replacing it", last_error)
-                if self._actors[index] is actor:
-                    self._actors[index] = self._new_actor()
+                if self.actors[index] is actor:
+                    log.warning("%s; replacing it", last_error)
+                    self.actors[index] = self._new_actor()
+                    self.stats.replacements += 1
             finally:
-                self._load[index] -= 1
+                self.loads[index] -= 1
         return Evaluation(status=Status.CRASHED, stage="pool", reason=f"{last_error} (twice)")
 
+    # ---- baselines --------------------------------------------------------------------------------
+    async def prepare(self, tasks: list[Task]) -> None:
+        """Measure (or look up) the tasks' baselines now rather than before their first candidates."""
+        await asyncio.gather(*(self.baselines.ensure(task) for task in tasks))
+
+    def known_baselines(self, task: Task) -> dict[str, Any] | None:
+        """The baselines entry requests of ``task`` carry (None until measured or looked up)."""
+        return self.baselines.known(task)
+
+    async def _measure_baselines(self, task: Task, cached: dict[str, Any] | None) -> Evaluation:
+        request = {**self.request(task, "", cached), "mode": "baselines", "static_checks": False}
+        await self.queue.acquire(BASELINES_TENANT, priority=1)
+        try:
+            return await self._submit(request)
+        finally:
+            self.queue.release()
+
+    # ---- health and lifetime ----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        return {"device": self.device, "workers": self.size, "in_flight": sum(self._load)}
+        return {
+            "device": self.device,
+            "gpus": self.gpus,
+            "workers": self.size,
+            "concurrency_per_worker": self.concurrency,
+            "capacity": self.capacity,
+            "in_flight": self.queue.in_flight,
+            "submitted": sum(self.loads),
+            "queued": self.queue.waiting,
+            "max_submitted": self.max_submitted,
+            "max_queued": self.queue.max_waiting,
+            **self.stats.snapshot(),
+        }
 
     def shutdown(self) -> None:
-        for actor in self._actors:
+        for actor in self.actors:
             ray.kill(actor)
-        self._actors = []
+        self.actors = []
 
     async def __aenter__(self) -> EvaluatorPool:
         return self
@@ -226,3 +275,22 @@ class EvaluatorPool:
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.sleep(0)
         self.shutdown()
+
+
+def _deduplicated(evaluation: Evaluation) -> Evaluation:
+    return Evaluation.from_dict(
+        {**evaluation.to_dict(), "details": {**evaluation.details, "deduplicated": True}}
+    )
+
+
+def _with_queue_and_start(evaluation: Evaluation, queued_s: float) -> Evaluation:
+    """Prepend ``queue`` (the pool's queue plus the supervisor's GPU lock waits) and ``start``."""
+    details = dict(evaluation.details)
+    lock_wait = float((details.get("gpu_lock") or {}).get("wait_s", 0.0))
+    entries = [
+        {"stage": "queue", "status": "passed", "reason": "", "seconds": round(queued_s + lock_wait, 4)}
+    ]
+    if "start_s" in details:
+        entries.append({"stage": "start", "status": "passed", "reason": "", "seconds": details["start_s"]})
+    details["stages"] = entries + list(details.get("stages", []))
+    return Evaluation.from_dict({**evaluation.to_dict(), "details": details})

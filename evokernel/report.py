@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from evokernel.db.connection import redact
+from evokernel.poolhealth import health_line
 from evokernel.types import Scored, Status, Task
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class ProgressPrinter:
             self.say(f"[{elapsed:6.1f}s] {data['task']:<22} done: {data['reason']}")
         elif kind == "stopping":
             self.say(f"[{elapsed:6.1f}s] {data['reason']}")
+        elif kind == "pool_health":
+            self.say(f"[{elapsed:6.1f}s] {health_line(data['health'])}")
 
     def finish(self, summary: RunSummary, tasks: list[Task]) -> None:
         rows = []

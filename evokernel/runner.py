@@ -45,7 +45,9 @@ class RunSummary:
 def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
     tune = config.mutators.tune
     mutators: list[Mutator] = [
-        resolve("mutators", "tune")(max_changes=tune.max_changes, space=tune.space or None)
+        resolve("mutators", "tune")(
+            max_changes=tune.max_changes, space=tune.space or None, search=tune.search
+        )
     ]
     if config.mutators.llm.enabled():
         mutators.insert(0, resolve("mutators", "llm")(config.mutators.llm))

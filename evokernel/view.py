@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from evokernel.db import SolutionLibrary
 from evokernel.islands.model import Member, members
@@ -45,20 +47,36 @@ class RunView:
 
     def summaries(self, before: int | None = None) -> list[Scored]:
         """All candidates (natives of every island) without lineage, with only status and speedup
-        in their evaluation: the cheap read for strategies that rank whole populations."""
+        in their evaluation. O(candidates): for reports and checks; a boundary step that must stay
+        flat reads :meth:`top`, :meth:`correct` or the island index (:mod:`evokernel.islands.index`)."""
         return self.library.summaries(self.run_id, self.task.name, before=before)
 
     def top(self, k: int, island: int | None = None, before: int | None = None) -> list[Scored]:
         """The k fastest correct candidates, best first; ``before``: generations below it."""
         return self.library.top(self.run_id, self.task.name, k, island=island, before=before)
 
+    def correct(self, before: int) -> Sequence[Scored]:
+        """Every correct candidate of generations < ``before``, numbered generation by generation
+        (fastest first within one), as a sequence whose ``len`` and indexing are one indexed query
+        each: draw from it with ``rng.choice`` / ``rng.sample`` at any library size. Its items carry
+        the candidate id and speedup only (:meth:`SolutionLibrary.get_candidate` has the rest).
+        Generation ``before - 1`` must be finished (see :mod:`evokernel.db.index`)."""
+        from evokernel.islands.index import IslandIndex  # islands.index reads through this view
+
+        index = IslandIndex(self, self.islands, before, spec=None, cell_of=None, with_events=False)
+        return _Scoreds(index.pool())
+
     def proposals(self, generation: int | None = None, operator: str | None = None) -> list[Proposal]:
         """Recorded proposals (open, done and failed), in recording order."""
         return self.library.proposals(self.run_id, self.task.name, generation=generation, operator=operator)
 
-    def proposals_made(self, generation: int | None = None) -> int:
-        """Proposals recorded for the task (all states), optionally of one generation."""
-        return self.library.count_proposals(self.run_id, self.task.name, generation=generation)
+    def proposals_made(self, generation: int | None = None, candidates_only: bool = False) -> int:
+        """Proposals recorded for the task (all states), optionally of one generation;
+        ``candidates_only``: without ``ideas`` proposals, which make no candidate."""
+        exclude = IDEAS if candidates_only else None
+        return self.library.count_proposals(
+            self.run_id, self.task.name, generation=generation, exclude_operator=exclude
+        )
 
     def last_generation(self) -> int:
         """Highest generation any proposal was made for, -1 before the first."""
@@ -95,3 +113,24 @@ class RunView:
         """A generator that depends only on the run seed, the task and ``salt``: resume-stable."""
         key = "|".join(map(str, (self.seed, self.task.name, *salt)))
         return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+
+class _Scoreds(Sequence[Scored]):
+    """A sequence of members seen as their :class:`Scored`."""
+
+    def __init__(self, members: Sequence[Member]) -> None:
+        self.members = members
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @overload
+    def __getitem__(self, index: int) -> Scored: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Scored]: ...
+
+    def __getitem__(self, index: int | slice) -> Scored | Sequence[Scored]:
+        if isinstance(index, slice):
+            return [m.scored for m in self.members[index]]
+        return self.members[index].scored

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -44,6 +45,24 @@ class Evaluator(Protocol):
     async def hardware(self) -> HardwareInfo: ...
 
 
+class TenantAwareEvaluator(Protocol):
+    """A pool shared fairly by runs (:class:`~evokernel.pool.EvaluatorPool`): requests carry the
+    run id as ``tenant`` and a ``priority`` (fix attempts first); ``health()`` feeds progress."""
+
+    tenant_aware: bool
+
+    async def evaluate(
+        self, task: Task, source: str, *, tenant: str = ..., priority: int = ...
+    ) -> Evaluation: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+
+# Seconds between pool health lines in the progress output.
+HEALTH_EVERY_S = 30.0
+FIX_PRIORITY = 1
+
+
 @dataclass
 class TaskProgress:
     task: Task
@@ -57,6 +76,8 @@ class TaskProgress:
     # source hash -> (generation, proposal seq) of its first candidate; see Engine._avoid.
     hashes: dict[str, tuple[int, int]] = field(default_factory=dict)
     avoid_cache: tuple[int, frozenset[str]] | None = None
+    # (generation, evaluated candidates of earlier generations): MutationRequest.history.
+    history_cache: tuple[int, tuple[Scored, ...]] | None = None
     by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
 
     def add_hash(self, digest: str, generation: int, seq: int) -> None:
@@ -91,6 +112,7 @@ class ProposalWork:
     _llm_limit: asyncio.Semaphore
     _released: asyncio.Event
     _hardware: str
+    _health_at: float = 0.0
 
     def _view(self, progress: TaskProgress) -> RunView:
         raise NotImplementedError
@@ -197,6 +219,7 @@ class ProposalWork:
             hardware=self._hardware,
             language=self.config.mutators.llm.language,
             avoid=self._avoid(progress, proposal),
+            history=self._history(progress, proposal) if getattr(mutator, "wants_history", False) else (),
         )
         if self._uses_llm(proposal.operator):
             async with self._llm_limit:
@@ -206,6 +229,15 @@ class ProposalWork:
         for call in result.llm_calls:
             lib.record_llm_call(self.run_id, proposal.id, call)
         return request, result
+
+    def _history(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
+        """Evaluated candidates of generations before the proposal's (complete once a generational
+        strategy plans the next one, so this does not depend on timing); one read per generation."""
+        gen = proposal.generation
+        if progress.history_cache is None or progress.history_cache[0] != gen:
+            found = self.library.candidates(self.run_id, progress.task.name, before=gen)
+            progress.history_cache = (gen, tuple(sc for sc in found if sc.evaluation is not None))
+        return progress.history_cache[1]
 
     def _parents(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
         cache = progress.evaluated_cache
@@ -275,7 +307,14 @@ class ProposalWork:
         result: MutationResult | None,
     ) -> None:
         async with self._eval_limit:
-            evaluation: Evaluation = await self.pool.evaluate(progress.task, candidate.source)
+            if getattr(self.pool, "tenant_aware", False):
+                shared: TenantAwareEvaluator = self.pool  # type: ignore[assignment]
+                priority = FIX_PRIORITY if candidate.operator == "fix" else 0
+                evaluation: Evaluation = await shared.evaluate(
+                    progress.task, candidate.source, tenant=self.run_id, priority=priority
+                )
+            else:
+                evaluation = await self.pool.evaluate(progress.task, candidate.source)
         self.library.record_evaluation(candidate.id, evaluation)
         progress.evaluated += 1
         scored = Scored(candidate, evaluation)
@@ -297,3 +336,6 @@ class ProposalWork:
                 "best": progress.best,
             },
         )
+        if getattr(self.pool, "tenant_aware", False) and time.monotonic() - self._health_at > HEALTH_EVERY_S:
+            self._health_at = time.monotonic()
+            self.on_event("pool_health", {"health": self.pool.health()})  # type: ignore[attr-defined]

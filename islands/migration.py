@@ -1,6 +1,7 @@
 """Migration policies: which members copy to which island at a migration boundary.
 
-A policy sees every island's population and returns ``migrate`` events; the strategy decides when
+A policy reads the islands through :class:`~evokernel.islands.model.IslandsState` (bounded reads:
+counts, top natives, who lives where) and returns ``migrate`` events; the strategy decides when
 (every M generations) and records them through the engine. Only natives migrate (migrants never
 migrate again), and a candidate is never copied to an island it already lives on.
 """
@@ -12,40 +13,54 @@ import random
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from evokernel.islands.model import MIGRATE, Member, ranked
+from evokernel.islands.model import MIGRATE, IslandsState, Member, as_state
 from evokernel.types import IslandEvent
 
 
 class MigrationPolicy(ABC):
-    """``fraction`` of each island's correct natives (at least one, if it has any) migrate."""
+    """``fraction`` of each island's correct natives (at least one, if it has any, and at most
+    ``max_migrants``) migrate.
+
+    The cap keeps a boundary bounded in a large library: the top tenth of 300k natives is 30k
+    copies. OpenEvolve bounds it through its population size (1000 programs over all islands); an
+    island under ``max_migrants / fraction`` natives (500 at the defaults) is not affected.
+    """
 
     name: ClassVar[str]
 
-    def __init__(self, fraction: float = 0.1) -> None:
+    def __init__(self, fraction: float = 0.1, max_migrants: int | None = 50) -> None:
         self.fraction = fraction
+        self.max_migrants = max_migrants
 
-    def emigrants(self, population: list[Member]) -> list[Member]:
-        natives = [m for m in ranked(population) if not m.migrant]
+    def emigrants(self, islands: IslandsState | dict[int, list[Member]], island: int) -> list[Member]:
+        state = as_state(islands)
+        cap = self.max_migrants
+        # Past cap / fraction natives the share is capped: counting further would read for nothing.
+        limit = None if cap is None else (math.ceil(cap / self.fraction) if self.fraction > 0 else 1)
+        natives = state.natives(island, limit)
         if not natives:
             return []
-        return natives[: max(1, math.ceil(self.fraction * len(natives)))]
+        k = max(1, math.ceil(self.fraction * natives))
+        return state.top_natives(island, k if cap is None else min(k, cap))
 
     @abstractmethod
     def destinations(self, island: int, islands: int, rng: random.Random) -> list[int]:
         """Islands that ``island``'s emigrants copy to."""
 
     def moves(
-        self, populations: dict[int, list[Member]], generation: int, rng: random.Random
+        self, islands: IslandsState | dict[int, list[Member]], generation: int, rng: random.Random
     ) -> list[IslandEvent]:
-        islands = len(populations)
-        present = {i: {m.id for m in pop} for i, pop in populations.items()}
+        state = as_state(islands)
+        indices = state.islands()
         events: list[IslandEvent] = []
-        for island in sorted(populations):
-            targets = self.destinations(island, islands, rng)
-            for member in self.emigrants(populations[island]):
+        for island in indices:
+            targets = self.destinations(island, len(indices), rng)
+            leaving = self.emigrants(state, island) if targets else []
+            present = state.holding([m.id for m in leaving], targets) if leaving else set()
+            for member in leaving:
                 for dest in targets:
-                    if member.id not in present[dest]:
-                        present[dest].add(member.id)
+                    if (dest, member.id) not in present:
+                        present.add((dest, member.id))
                         events.append(IslandEvent(MIGRATE, generation, dest, member.id, island))
         return events
 

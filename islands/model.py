@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from evokernel.types import IslandEvent, Scored
 
@@ -65,3 +66,56 @@ def ranked(population: Iterable[Member]) -> list[Member]:
 def best_speedup(population: Iterable[Member]) -> float:
     top = ranked(population)
     return top[0].scored.speedup if top else 0.0
+
+
+class IslandsState(Protocol):
+    """What migration and reset policies read of the islands as a boundary starts: bounded reads,
+    never whole populations (:class:`evokernel.islands.index.IslandIndex` serves them from the
+    library's island index, :class:`PopulationState` from member lists)."""
+
+    def islands(self) -> list[int]: ...
+
+    def best(self, island: int) -> Member | None:
+        """The island's fastest correct member."""
+        ...
+
+    def natives(self, island: int, limit: int | None) -> int:
+        """Correct natives of the island; counting may stop at ``limit``."""
+        ...
+
+    def top_natives(self, island: int, k: int) -> list[Member]:
+        """The island's k fastest correct natives, best first."""
+        ...
+
+    def holding(self, candidates: list[int], islands: list[int]) -> set[tuple[int, int]]:
+        """(island, candidate) pairs of these islands and candidates where the candidate lives."""
+        ...
+
+
+class PopulationState:
+    """:class:`IslandsState` over member lists (tests, small libraries)."""
+
+    def __init__(self, populations: dict[int, list[Member]]) -> None:
+        self.populations = populations
+
+    def islands(self) -> list[int]:
+        return sorted(self.populations)
+
+    def best(self, island: int) -> Member | None:
+        top = ranked(self.populations[island])
+        return top[0] if top else None
+
+    def natives(self, island: int, limit: int | None) -> int:
+        count = len(self.top_natives(island, len(self.populations[island])))
+        return count if limit is None else min(count, limit)
+
+    def top_natives(self, island: int, k: int) -> list[Member]:
+        return [m for m in ranked(self.populations[island]) if not m.migrant][:k]
+
+    def holding(self, candidates: list[int], islands: list[int]) -> set[tuple[int, int]]:
+        wanted = set(candidates)
+        return {(i, m.id) for i in islands for m in self.populations[i] if m.id in wanted}
+
+
+def as_state(islands: IslandsState | dict[int, list[Member]]) -> IslandsState:
+    return PopulationState(islands) if isinstance(islands, dict) else islands

@@ -12,7 +12,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from evokernel.islands.model import RESEED, RESET, Member, best_speedup, ranked
+from evokernel.islands.model import RESEED, RESET, IslandsState, Member, as_state
 from evokernel.types import IslandEvent
 
 
@@ -21,7 +21,7 @@ class ResetPolicy(ABC):
 
     @abstractmethod
     def events(
-        self, populations: dict[int, list[Member]], generation: int, rng: random.Random
+        self, islands: IslandsState | dict[int, list[Member]], generation: int, rng: random.Random
     ) -> list[IslandEvent]:
         """``reset`` and ``reseed`` events for the boundary before ``generation``."""
 
@@ -30,29 +30,35 @@ class FunSearchReset(ResetPolicy):
     name = "funsearch"
 
     def events(
-        self, populations: dict[int, list[Member]], generation: int, rng: random.Random
+        self, islands: IslandsState | dict[int, list[Member]], generation: int, rng: random.Random
     ) -> list[IslandEvent]:
-        islands = sorted(populations)
-        if len(islands) < 2:
+        state = as_state(islands)
+        indices = state.islands()
+        if len(indices) < 2:
             return []
+        best = {i: state.best(i) for i in indices}
         # FunSearch adds tiny noise to the scores so equal islands are ordered at random.
-        order = sorted(islands, key=lambda i: best_speedup(populations[i]) + rng.random() * 1e-6)
-        weaker, stronger = order[: len(islands) // 2], order[len(islands) // 2 :]
+        order = sorted(indices, key=lambda i: _speedup(best[i]) + rng.random() * 1e-6)
+        weaker, stronger = order[: len(indices) // 2], order[len(indices) // 2 :]
         out: list[IslandEvent] = []
         for island in sorted(weaker):
             donor = rng.choice(stronger)
-            top = ranked(populations[donor])
+            top = best[donor]
             out.append(IslandEvent(RESET, generation, island))
-            if top:
-                out.append(IslandEvent(RESEED, generation, island, top[0].id, donor))
+            if top is not None:
+                out.append(IslandEvent(RESEED, generation, island, top.id, donor))
         return out
+
+
+def _speedup(member: Member | None) -> float:
+    return member.scored.speedup if member is not None else 0.0
 
 
 class NoReset(ResetPolicy):
     name = "none"
 
     def events(
-        self, populations: dict[int, list[Member]], generation: int, rng: random.Random
+        self, islands: IslandsState | dict[int, list[Member]], generation: int, rng: random.Random
     ) -> list[IslandEvent]:
         return []
 

@@ -5,7 +5,9 @@ Lifecycle: the engine builds each configured mutator once per run, then awaits
 in flight at once, so implementations keep no per-call state on ``self``), and finally awaits
 :meth:`Mutator.aclose`. A mutator never touches the library or the evaluation pool: everything it
 needs comes in the :class:`MutationRequest`, and everything it spent (LLM calls) goes back in the
-:class:`MutationResult` for the engine to record.
+:class:`MutationResult` for the engine to record. State that shapes proposals belongs in the
+request (``history``, ``avoid``, ``rng_seed``), not in memory: :meth:`Mutator.observe` is not
+replayed when a run resumes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class MutationRequest:
     language: str = "triton"
     # Source hashes already in the library for this task: cheap operators avoid re-proposing them.
     avoid: frozenset[str] = frozenset()
+    # Evaluated candidates of the task from generations before the proposal's, oldest first: what
+    # an operator that learns from outcomes (tune's model) learns from. Filled only for mutators
+    # with ``wants_history``; read from the library, so a resumed run rebuilds the same request.
+    history: tuple[Scored, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,11 @@ class Mutator(ABC):
 
     name: ClassVar[str]
     operators: ClassVar[tuple[str, ...]]
+    # Whether requests should carry ``history`` (a library read per generation; off by default).
+    wants_history: ClassVar[bool] = False
+    # The most LLM calls (HTTP attempts, retries included) one mutate or ideas call can make; the
+    # run's LLM-call budget reserves this many per job. None: the engine's llm.max_retries + 1.
+    llm_calls_per_job: int | None = None
 
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:

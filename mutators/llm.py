@@ -79,6 +79,7 @@ class LLMMutator(Mutator):
         if config.max_retries < 0 or config.timeout_s <= 0:
             raise ConfigError("llm.max_retries must be >= 0 and llm.timeout_s > 0")
         self.config = config
+        self.llm_calls_per_job = config.max_retries + 1  # one model per job, retried by _ask
         self.clients = {m.model: ModelClient(m) for m in models}
         self.selector = ModelSelector([m.model for m in models], [m.weight for m in models], config.selection)
         self.model: str = models[0].model

@@ -76,6 +76,12 @@ def _values(request: MutationRequest) -> dict[str, str]:
         f"How it did:\n{format_feedback(p)}"
         for i, p in enumerate(request.parents, start=1)
     )
+    # Parents after the first of a mutate request (PIKE-O's top programs and inspirations).
+    context = "".join(
+        f"\n### Candidate {p.candidate.id}\n```python\n{p.candidate.source.strip()}\n```\n"
+        f"How it did:\n{format_feedback(p)}\n"
+        for p in request.parents[1:]
+    )
     idea, seed = request.proposal.idea, task.seed_source
     return {
         "language": LANGUAGES[request.language],
@@ -87,6 +93,10 @@ def _values(request: MutationRequest) -> dict[str, str]:
         "parent_source": request.parents[0].candidate.source.strip() if request.parents else "",
         "parent_feedback": format_feedback(request.parents[0]) if request.parents else "",
         "parents": parents,
+        "context": "\n## Other implementations, for reference (ideas to borrow, not to copy blindly)\n"
+        + context
+        if context
+        else "",
         "idea": f"\n## Idea to try\n{idea.strip()}\n" if idea else "",
         "starting_point": f"\n## Starting point (correct, maybe slow)\n```python\n{seed.strip()}\n```\n"
         if seed

@@ -1,194 +1,66 @@
 """The ``tune`` operator: change a Triton candidate's knobs without an LLM.
 
-Knobs are integer literals the kernel's performance depends on and its correctness should not:
-constexpr block sizes passed at a launch site (``kernel[grid](..., BLOCK_M=64)``) or in a
-``triton.Config({...})``, and ``num_warps`` / ``num_stages``. They are found in the AST and
-rewritten in place, so the rest of the source (and its formatting) is untouched.
+What the knobs are and which values each may take is :mod:`evokernel.mutators.tune_space`. Which
+setting to try next is chosen one of two ways (``mutators.tune.search``):
 
-Each knob's choices come from how the launched ``@triton.jit`` kernel uses it:
+* ``model`` (default): learn from every evaluated candidate of the parent's kernel structure
+  (same source up to knob literals) that the request's ``history`` carries, fit the surrogate of
+  :mod:`evokernel.mutators.tune_model` on their log runtimes and propose the untried setting of
+  highest expected improvement. Siblings proposed in the same generation (in ``avoid`` but not
+  yet in the history) count as pending, so the branches of one generation spread out. The space
+  is enumerated when it has <= ``MAX_CANDIDATES`` valid settings; a larger one is searched over
+  the parent's one- and two-knob neighbours plus a seeded random sample. Everything the proposal
+  depends on is in the request (history and avoid come from the library, randomness from
+  ``rng_seed``), so a resumed run proposes exactly what the killed one would have.
+* ``random``: change 1..``max_changes`` knobs of the parent, mostly to a neighbouring value --
+  the plain local-search move, no learning.
 
-* block sizes are powers of two (``tl.arange`` requires it), at least 16 (``tl.dot`` needs >= 16
-  per dimension, and a smaller 1-D block leaves most of a 32-thread warp idle), at most 256 in a
-  kernel that calls ``tl.dot`` (a 256x256 fp32 accumulator already fills an SM's register file)
-  and at most 8192 otherwise (a whole 4096-8192 row in one block is the classic fast softmax);
-* in a kernel with an unmasked ``tl.load``/``tl.store`` a block size only shrinks: the problem
-  size is a multiple of the current power of two, so of every smaller one, not of a larger one;
-* ``num_warps`` stays within what the launch's tile can use: 32 * num_warps <= tile elements.
-
-A setting that still fails (e.g. too much shared memory on a small GPU) fails verification like
-any other wrong candidate, and selection moves on. ``space`` (``mutators.tune.space``) replaces
-the derived choices of the knobs it names, e.g. to keep a sweep small.
+With two parents of the same structure (a knob crossover) both modes only mix the parents' values,
+as long as a mix is untried.
 """
 
 from __future__ import annotations
 
-import ast
+import functools
+import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
+from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
-from evokernel.types import source_hash
+from evokernel.mutators.tune_model import Observation, Setting, encode, rank
+from evokernel.mutators.tune_space import (
+    CHOICES,
+    Knob,
+    apply_values,
+    find_knobs,
+    nearest,
+    structure,
+    valid_setting,
+)
+from evokernel.types import Scored, Status, source_hash
 
-POW2 = tuple(2**i for i in range(14))  # 1 .. 8192
-MIN_BLOCK = 16
-MAX_DOT_BLOCK = 256
-MAX_BLOCK = 8192
-WARP_SIZE = 32
-CHOICES: dict[str, tuple[int, ...]] = {
-    "BLOCK": tuple(v for v in POW2 if MIN_BLOCK <= v <= MAX_BLOCK),
-    "GROUP": (1, 2, 4, 8, 16),
-    "num_warps": (1, 2, 4, 8, 16),
-    "num_stages": (1, 2, 3, 4, 5),
-}
+__all__ = ["CHOICES", "SEARCHES", "TuneMutator", "apply_values", "find_knobs", "valid_setting"]
+
+SEARCHES = ("model", "random")
 # How many random draws to spend looking for a valid knob setting not evaluated before.
 MAX_DRAWS = 64
+# Settings scored per proposal: the whole space of a typical kernel (matmul's 5 knobs x 5 values =
+# 3125) fits; hashing and scoring that many takes ~0.1 s.
+MAX_CANDIDATES = 4096
+WORK_PER_WARP = True
 
 
-@dataclass(frozen=True)
-class Knob:
-    name: str
-    value: int
-    choices: tuple[int, ...]
-    line: int
-    col: int
-    end_col: int
-    # Index of the launch call or triton.Config the knob belongs to (knobs of one launch interact).
-    launch: int = 0
-
-
-@dataclass(frozen=True)
-class _KernelUse:
-    dot: bool = False
-    unmasked: bool = False
-
-
-def _kernel_uses(tree: ast.Module) -> dict[str, _KernelUse]:
-    """Per ``@triton.jit``/``@triton.autotune`` function: does it call tl.dot, load/store unmasked?"""
-    uses: dict[str, _KernelUse] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef) or not any(
-            "jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in node.decorator_list
-        ):
-            continue
-        dot = unmasked = False
-        for call in ast.walk(node):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-                dot |= call.func.attr == "dot"
-                if call.func.attr in ("load", "store"):
-                    masked = any(kw.arg in ("mask", "boundary_check") for kw in call.keywords)
-                    unmasked |= not masked and len(call.args) < (2 if call.func.attr == "load" else 3)
-        uses[node.name] = _KernelUse(dot, unmasked)
-    return uses
-
-
-def _launched_kernel(call: ast.Call, configs_of: Mapping[int, str]) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Subscript):
-        target = func.value
-        return target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
-    return configs_of.get(id(call))
-
-
-def _configs_of(tree: ast.Module) -> dict[int, str]:
-    """``triton.Config`` calls written inside a kernel's ``@triton.autotune(...)`` decorator."""
-    out: dict[int, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            for deco in node.decorator_list:
-                for call in ast.walk(deco):
-                    if isinstance(call, ast.Call):
-                        out[id(call)] = node.name
-    return out
-
-
-def _choices(name: str, value: int, use: _KernelUse | None) -> tuple[int, ...] | None:
-    if name in ("num_warps", "num_stages"):
-        return CHOICES[name]
-    upper = name.upper() == name
-    if upper and name.startswith("GROUP"):
-        return CHOICES["GROUP"]
-    if not (upper and "BLOCK" in name):
-        return None
-    hi = MAX_DOT_BLOCK if use is not None and use.dot else MAX_BLOCK
-    if use is not None and use.unmasked and value in POW2:
-        hi = min(hi, max(value, MIN_BLOCK))
-    return tuple(v for v in CHOICES["BLOCK"] if v <= hi)
-
-
-def _is_launch(call: ast.Call) -> bool:
-    """``kernel[grid](...)`` or ``triton.Config(...)``."""
-    func = call.func
-    if isinstance(func, ast.Subscript):
-        return True
-    return (isinstance(func, ast.Attribute) and func.attr == "Config") or (
-        isinstance(func, ast.Name) and func.id == "Config"
-    )
-
-
-def find_knobs(source: str, space: Mapping[str, Sequence[int]] | None = None) -> list[Knob]:
-    """Tunable integer literals, in source order; ``space`` overrides the choices of named knobs."""
-    tree = ast.parse(source)
-    uses, configs_of = _kernel_uses(tree), _configs_of(tree)
-    knobs: list[Knob] = []
-    launches = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_launch(n)),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
-    for launch, call in enumerate(launches):
-        kernel = _launched_kernel(call, configs_of)
-        use = uses.get(kernel) if kernel else None
-
-        def add(name: str, node: ast.expr, launch: int = launch, use: _KernelUse | None = use) -> None:
-            if isinstance(node, ast.Constant) and type(node.value) is int and node.end_col_offset is not None:
-                choices = _choices(name, node.value, use)
-                if space is not None and name in space:
-                    choices = tuple(sorted(set(space[name])))
-                if choices:
-                    knobs.append(
-                        Knob(
-                            name,
-                            node.value,
-                            choices,
-                            node.lineno,
-                            node.col_offset,
-                            node.end_col_offset,
-                            launch,
-                        )
-                    )
-
-        for kw in call.keywords:
-            if kw.arg is not None:
-                add(kw.arg, kw.value)
-        for arg in call.args:  # triton.Config({"BLOCK_M": 64, ...}, ...)
-            if isinstance(arg, ast.Dict):
-                for key, value in zip(arg.keys, arg.values, strict=True):
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                        add(key.value, value)
-    return sorted(knobs, key=lambda k: (k.line, k.col))
-
-
-def valid_setting(knobs: Sequence[Knob], values: Sequence[int]) -> bool:
-    """Whether ``values`` respect the joint limit: per launch, 32 * num_warps <= tile elements."""
-    for launch in {k.launch for k in knobs}:
-        here = [(k, v) for k, v in zip(knobs, values, strict=True) if k.launch == launch]
-        blocks = [v for k, v in here if k.name.upper() == k.name and "BLOCK" in k.name]
-        warps = [v for k, v in here if k.name == "num_warps"]
-        if blocks and warps and WARP_SIZE * warps[0] > math.prod(blocks):
-            return False
-    return True
-
-
-def apply_values(source: str, knobs: list[Knob], values: list[int]) -> str:
-    """Rewrite each knob's literal; offsets are UTF-8 byte columns, as the AST gives them."""
-    lines = source.splitlines(keepends=True)
-    for knob, value in sorted(
-        zip(knobs, values, strict=True), key=lambda kv: (kv[0].line, kv[0].col), reverse=True
-    ):
-        raw = lines[knob.line - 1].encode()
-        lines[knob.line - 1] = (raw[: knob.col] + str(value).encode() + raw[knob.end_col :]).decode()
-    return "".join(lines)
+@functools.lru_cache(maxsize=4096)
+def _parsed(
+    source: str, space: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[str, tuple[str, ...], Setting]:
+    """(structure, knob names, knob values) of a source; cached since the history repeats."""
+    knobs = find_knobs(source, dict(space))
+    return structure(source, knobs), tuple(k.name for k in knobs), tuple(k.value for k in knobs)
 
 
 def _step(knob: Knob, current: int, rng: random.Random) -> int:
@@ -201,22 +73,62 @@ def _step(knob: Knob, current: int, rng: random.Random) -> int:
     return rng.choice(others)
 
 
-def _nearest(choices: tuple[int, ...], value: int) -> int:
-    """The choice closest to ``value`` on a log scale (knob values are mostly powers of two)."""
-    return min(choices, key=lambda c: abs(math.log2(max(c, 1)) - math.log2(max(value, 1))))
+def _features(knobs: list[Knob]) -> Callable[[Sequence[Setting]], np.ndarray]:
+    """Model inputs: log2 of every knob, plus per launch log2(tile elements per warp) -- how much
+    work each warp gets, which decides register pressure and occupancy whatever the tile's shape,
+    so the model can learn "more warps for bigger tiles" from a few settings."""
+    groups = []
+    for launch in sorted({k.launch for k in knobs}):
+        blocks = [
+            i for i, k in enumerate(knobs) if k.launch == launch and k.name.isupper() and "BLOCK" in k.name
+        ]
+        warps = [i for i, k in enumerate(knobs) if k.launch == launch and k.name == "num_warps"]
+        if blocks and warps:
+            groups.append((blocks, warps[0]))
+
+    def features(settings: Sequence[Setting]) -> np.ndarray:
+        x = encode(settings)
+        extra = [x[:, blocks].sum(axis=1) - x[:, warp] for blocks, warp in groups]
+        return np.column_stack([x, *extra]) if extra else x
+
+    return features
 
 
-def _structure(source: str, knobs: list[Knob]) -> str:
-    return apply_values(source, knobs, [0] * len(knobs))
+def _distance(a: Setting, b: Setting) -> float:
+    return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in zip(a, b, strict=True))
+
+
+def _candidates(knobs: list[Knob], base: Setting, rng: random.Random) -> list[Setting]:
+    """Valid settings to score, nearest to ``base`` first."""
+    if math.prod(len(k.choices) for k in knobs) <= MAX_CANDIDATES:
+        pool = set(itertools.product(*(k.choices for k in knobs)))
+    else:
+        pool = set()
+        for i, j in itertools.combinations_with_replacement(range(len(knobs)), 2):
+            for a, b in itertools.product(knobs[i].choices, knobs[j].choices):
+                s = list(base)
+                s[i], s[j] = (a, b) if i != j else (a, a)
+                pool.add(tuple(s))
+        while len(pool) < MAX_CANDIDATES:
+            pool.add(tuple(rng.choice(k.choices) for k in knobs))
+    valid = [s for s in pool if valid_setting(knobs, s)]
+    return sorted(valid, key=lambda s: (_distance(s, base), s))
 
 
 class TuneMutator(Mutator):
     name = "tune"
     operators = ("tune",)
+    wants_history = True
 
-    def __init__(self, max_changes: int = 2, space: Mapping[str, Sequence[int]] | None = None) -> None:
+    def __init__(
+        self, max_changes: int = 2, space: Mapping[str, Sequence[int]] | None = None, search: str = "model"
+    ) -> None:
+        if search not in SEARCHES:
+            raise ConfigError(f"mutators.tune.search must be one of {', '.join(SEARCHES)}, not {search!r}")
         self.max_changes = max(1, max_changes)
         self.space = {k: tuple(v) for k, v in (space or {}).items()}
+        self.search = search
+        self._space_key = tuple(sorted(self.space.items()))
 
     async def mutate(self, request: MutationRequest) -> MutationResult:
         if not request.parents:
@@ -235,15 +147,13 @@ class TuneMutator(Mutator):
         rng = random.Random(request.rng_seed)
         # A parent value outside its knob's valid set (a hand-written seed, a narrowed space) moves
         # to the nearest valid one, so every child lies inside the space.
-        base = [k.value if k.value in k.choices else _nearest(k.choices, k.value) for k in knobs]
-        if len(request.parents) > 1:  # knob crossover, only between parents of the same structure
-            other = request.parents[1].candidate.source
-            other_knobs = find_knobs(other, self.space)
-            if [k.name for k in other_knobs] == [k.name for k in knobs] and _structure(
-                other, other_knobs
-            ) == _structure(parent, knobs):
-                base = [rng.choice((a, b.value)) for a, b in zip(base, other_knobs, strict=True)]
-        avoid = request.avoid | {source_hash(parent)}
+        base = tuple(k.value if k.value in k.choices else nearest(k.choices, k.value) for k in knobs)
+        mix = self._crossover_choices(request, parent, knobs, base)
+        avoid = request.avoid | {p.candidate.source_hash for p in request.parents}
+        if self.search == "model":
+            return self._model_step(request, parent, knobs, base, mix, avoid, rng)
+        if mix is not None:
+            base = tuple(rng.choice(values) for values in mix)
         for _ in range(MAX_DRAWS):
             values = list(base)
             for i in rng.sample(range(len(knobs)), k=rng.randint(1, min(self.max_changes, len(knobs)))):
@@ -252,3 +162,76 @@ class TuneMutator(Mutator):
             if valid_setting(knobs, values) and source_hash(child) not in avoid:
                 return MutationResult(child)
         return MutationResult(None, error=f"no untried valid knob setting found in {MAX_DRAWS} draws")
+
+    def _same_structure(self, source: str, parent: str) -> Setting | None:
+        """The knob values of ``source`` if it is ``parent`` up to knob literals."""
+        try:
+            shape, names, values = _parsed(source, self._space_key)
+        except SyntaxError:
+            return None
+        parent_shape, parent_names, _ = _parsed(parent, self._space_key)
+        return values if (shape, names) == (parent_shape, parent_names) else None
+
+    def _crossover_choices(
+        self, request: MutationRequest, parent: str, knobs: list[Knob], base: Setting
+    ) -> list[tuple[int, ...]] | None:
+        """Per knob, the values the two parents have (None: no second parent of this structure)."""
+        if len(request.parents) < 2:
+            return None
+        other = self._same_structure(request.parents[1].candidate.source, parent)
+        if other is None:
+            return None
+        return [tuple(sorted({a, b})) for a, b in zip(base, other, strict=True)]
+
+    def _observations(self, request: MutationRequest, parent: str) -> list[Observation]:
+        seen: dict[Setting, Observation] = {}
+        for sc in (*request.history, *request.parents):
+            if sc.evaluation is None:
+                continue
+            setting = self._same_structure(sc.candidate.source, parent)
+            if setting is not None and setting not in seen:
+                seen[setting] = Observation(setting, _runtime(sc))
+        return list(seen.values())
+
+    def _model_step(
+        self,
+        request: MutationRequest,
+        parent: str,
+        knobs: list[Knob],
+        base: Setting,
+        mix: list[tuple[int, ...]] | None,
+        avoid: frozenset[str],
+        rng: random.Random,
+    ) -> MutationResult:
+        observed = self._observations(request, parent)
+        known = {o.setting for o in observed}
+        pending: list[Setting] = []
+        untried: list[tuple[Setting, str]] = []
+        for setting in _candidates(knobs, base, rng):
+            if setting in known:
+                continue
+            child = apply_values(parent, knobs, list(setting))
+            if source_hash(child) in avoid:
+                pending.append(setting)
+            else:
+                untried.append((setting, child))
+        if not untried:
+            return MutationResult(None, error="no untried valid knob setting left in the tune space")
+        if mix is not None:
+            mixed = [(s, c) for s, c in untried if all(v in m for v, m in zip(s, mix, strict=True))]
+            untried = mixed or untried
+        order = rank(
+            observed,
+            pending,
+            [s for s, _c in untried],
+            np.random.default_rng(rng.getrandbits(64)),
+            features=_features(knobs) if WORK_PER_WARP else encode,
+        )
+        return MutationResult(untried[order[0]][1])
+
+
+def _runtime(scored: Scored) -> float | None:
+    ev = scored.evaluation
+    if ev is None or ev.status is not Status.CORRECT or ev.runtime_ms is None or ev.runtime_ms <= 0:
+        return None
+    return ev.runtime_ms

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member, ranked
 from evokernel.types import IslandEvent, Proposal, Scored
-from evokernel.view import IDEAS, RunView
+from evokernel.view import RunView
 
 
 class Strategy(ABC):
@@ -114,16 +114,19 @@ class GenerationalStrategy(Strategy):
 
     @staticmethod
     def _made(view: RunView, gen: int) -> int:
-        made = view.proposals_made(generation=gen)
-        if IDEAS in view.operators:  # ideas proposals make no candidate and are not in the plan
-            made -= len(view.proposals(generation=gen, operator=IDEAS))
-        return made
+        # ideas proposals make no candidate and are not in the plan
+        return view.proposals_made(generation=gen, candidates_only=True)
+
+    def plan_size(self, view: RunView, generation: int) -> int:
+        """``len(self.plan(view, generation))``; override when it is cheaper to count than to plan
+        (a fresh instance, e.g. after a resume, asks this for the generation under way)."""
+        return len(self.plan(view, generation))
 
     def _plan_size(self, view: RunView, gen: int) -> int:
         key = (view.run_id, view.task.name, gen)
         sizes = self.__dict__.setdefault("_plan_sizes", {})
         if key not in sizes:
-            self._remember(view, gen, len(self.plan(view, gen)))
+            self._remember(view, gen, self.plan_size(view, gen))
         return int(sizes[key])
 
     def _remember(self, view: RunView, gen: int, size: int) -> None:

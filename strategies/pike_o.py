@@ -17,23 +17,30 @@ reproduces a run whatever order evaluations finish in); each makes ``batch`` pro
   other grid cells. With probability ``crossover_rate`` the proposal is a ``crossover`` of the
   parent and an archive member instead (with ``tune``: a knob crossover of the two).
 - **Migration** every ``migration_interval`` generations: the top ``migration_rate`` share of each
-  island's natives copies to its neighbours on the ring (``migration``: ring, random or none);
-  migrants never migrate again. **Reset** (``reset``: none or funsearch) every ``reset_interval``.
+  island's natives (at most ``max_migrants``) copies to its neighbours on the ring (``migration``:
+  ring, random or none); migrants never migrate again. **Reset** (``reset``: none or funsearch)
+  every ``reset_interval``.
+
+Scale: a boundary reads the islands through the library's island index (:mod:`evokernel.db.index`,
+built incrementally one finished generation at a time), never whole populations, so its cost does
+not grow with the library (benchmark: docs/benchmarks.md). The random kind draws uniformly over
+every correct candidate numbered generation by generation (fastest first within one).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from evokernel.exceptions import ConfigError
+from evokernel.islands.index import IslandIndex
 from evokernel.islands.migration import MigrationPolicy
 from evokernel.islands.model import RESEED, Member, ranked
 from evokernel.islands.reset import ResetPolicy
 from evokernel.registry import resolve
 from evokernel.strategies.base import GenerationalStrategy
-from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
+from evokernel.strategies.common import initial_generation, mutation_operator
 from evokernel.types import IslandEvent, Proposal, Scored
 from evokernel.view import RunView
 
@@ -86,6 +93,7 @@ class PikeO(GenerationalStrategy):
         migration: str = "ring",
         migration_interval: int = 5,
         migration_rate: float = 0.1,
+        max_migrants: int | None = 50,
         reset: str = "none",
         reset_interval: int = 10,
         max_generations: int | None = None,
@@ -103,6 +111,8 @@ class PikeO(GenerationalStrategy):
         )
         if min(ratios) < 0 or exploration_ratio + exploitation_ratio > 1 or max(ratios) > 1:
             raise ConfigError("pike_o ratios must lie in [0, 1] and exploration + exploitation <= 1")
+        if max_migrants is not None and max_migrants < 1:
+            raise ConfigError("pike_o.max_migrants must be >= 1 (or null for no cap)")
         if min(islands, batch, bins, archive_size, migration_interval, reset_interval) < 1:
             raise ConfigError("pike_o needs islands, batch, bins, archive_size and the intervals >= 1")
         self.islands = islands
@@ -116,7 +126,7 @@ class PikeO(GenerationalStrategy):
         self.top_programs = top_programs
         self.inspirations = inspirations
         self.crossover_rate = crossover_rate
-        self.migration: MigrationPolicy = resolve("migrations", migration)(migration_rate)
+        self.migration: MigrationPolicy = resolve("migrations", migration)(migration_rate, max_migrants)
         self.migration_interval = migration_interval
         self.reset: ResetPolicy = resolve("resets", reset)()
         self.reset_interval = reset_interval
@@ -124,45 +134,73 @@ class PikeO(GenerationalStrategy):
         self.operator = operator
 
     # ---- islands ----------------------------------------------------------------------------------
-    def populations(
-        self, view: RunView, generation: int, everyone: list[Scored] | None = None
-    ) -> dict[int, list[Member]]:
-        """Each island's members as ``generation`` starts (``everyone``: ``view.summaries`` of it)."""
-        if everyone is None:
-            everyone = view.summaries(before=generation)
+    def index(self, view: RunView, generation: int, with_events: bool = True) -> IslandIndex:
+        """The islands as ``generation`` starts (``with_events``: after its island events), read
+        through the library's island index: a boundary costs O(cells + archive + batch) rows."""
+        return IslandIndex(
+            view, self.islands, generation, spec=self.spec, cell_of=self.cell_key, with_events=with_events
+        )
+
+    @property
+    def spec(self) -> str:
+        return f"pike_o:{','.join(self.features)}/{self.bins}"
+
+    def cell(self, scored: Scored) -> tuple[int, ...]:
+        return tuple(FEATURES[f](scored, self.bins) for f in self.features)
+
+    def cell_key(self, scored: Scored) -> str:
+        return ",".join(map(str, self.cell(scored)))
+
+    def populations(self, view: RunView, generation: int) -> dict[int, list[Member]]:
+        """Each island's whole population as ``generation`` starts, read from candidates and events
+        (O(candidates): for reports and checks; selection reads :meth:`index`)."""
+        everyone = view.summaries(before=generation)
         return {i: view.population(i, everyone, before=generation) for i in range(self.islands)}
 
     def island_events(self, view: RunView) -> list[IslandEvent]:
         nxt = self.generation_finished(view)
-        if nxt is None or nxt == 0 or any(e.generation == nxt for e in view.island_events()):
+        if nxt is None or nxt == 0 or view.library.has_island_events(view.run_id, view.task.name, nxt):
             return []
-        pops = self.populations(view, nxt)
+        islands = self.index(view, nxt, with_events=False)
         rng = view.rng("pike_o-islands", nxt)
         events: list[IslandEvent] = []
         if nxt % self.reset_interval == 0:
-            events += self.reset.events(pops, nxt, rng)
+            events += self.reset.events(islands, nxt, rng)
         if nxt % self.migration_interval == 0:
-            events += self.migration.moves(pops, nxt, rng)
+            events += self.migration.moves(islands, nxt, rng)
         reset = {e.island for e in events if e.kind != "migrate"}
-        best = by_fitness([m.scored for pop in pops.values() for m in pop])
-        for island in range(self.islands):
-            if best and island not in reset and not ranked(pops[island]):
+        empty = [i for i in range(self.islands) if i not in reset and islands.best(i) is None]
+        best = view.top(1, before=nxt) if empty else []
+        for island in empty:
+            if best:
                 events.append(
                     IslandEvent(RESEED, nxt, island, best[0].candidate.id, best[0].candidate.island)
                 )
         return events
 
+    def plan_size(self, view: RunView, generation: int) -> int:
+        """Without planning: ``batch`` per island with a correct member (such an island's grid is
+        never empty, so each of its proposals finds a parent)."""
+        if generation == 0:
+            return len(self.plan(view, 0))
+        islands = self.index(view, generation)
+        return self.batch * sum(1 for i in range(self.islands) if islands.best(i) is not None)
+
     def grid(self, population: list[Member]) -> dict[tuple[int, ...], Member]:
-        """MAP-Elites: feature cell -> its fastest member."""
+        """MAP-Elites over a member list: feature cell -> its fastest member (the index keeps the
+        same grid incrementally; see :meth:`IslandIndex.grid`)."""
         cells: dict[tuple[int, ...], Member] = {}
         for member in ranked(population):
-            cell = tuple(FEATURES[f](member.scored, self.bins) for f in self.features)
-            cells.setdefault(cell, member)
+            cells.setdefault(self.cell(member.scored), member)
         return cells
 
     # ---- sampling ---------------------------------------------------------------------------------
     def sample_parent(
-        self, rng: random.Random, grid: list[Member], archive: list[Member], everyone: list[Member]
+        self,
+        rng: random.Random,
+        grid: Sequence[Member],
+        archive: Sequence[Member],
+        everyone: Sequence[Member],
     ) -> tuple[str, Member] | None:
         """(kind, parent): exploration from ``grid``, exploitation from ``archive``, random from
         ``everyone``; an empty pool falls back to the next kind."""
@@ -185,21 +223,25 @@ class PikeO(GenerationalStrategy):
                     for b in range(self.batch)
                 ]
             return seeds
-        summaries = view.summaries(before=generation)  # one read of the population per plan
-        pops = self.populations(view, generation, summaries)
-        everyone = [Member(sc) for sc in by_fitness(summaries)]
-        archive_ids = {m.id for m in everyone[: self.archive_size]}
+        islands = self.index(view, generation)
+        # n_top depends on the island's size only below top_programs / elite_selection_ratio members.
+        ratio = self.elite_selection_ratio
+        enough = 1 if ratio <= 0 or self.top_programs <= 0 else math.ceil(self.top_programs / ratio)
+        grids = not islands.at_horizon  # else the grids come with the index's state
+        islands.read(top_k=self.top_programs, archive_k=self.archive_size, count_limit=enough, grids=grids)
+        everyone = islands.pool()
+        elites = islands.archive(self.archive_size)
+        holding = islands.archive_holding()
         op = mutation_operator(view, self.operator)
         out: list[Proposal] = []
         for island in range(self.islands):
-            members = ranked(pops[island])
-            if not members:
+            size = islands.members(island, enough)
+            if not size:
                 continue
-            cells = self.grid(members)
-            grid = list(cells.values())
-            local_archive = [m for m in members if m.id in archive_ids]
-            archive = local_archive or [m for m in everyone if m.id in archive_ids]
-            n_top = min(self.top_programs, max(1, math.ceil(self.elite_selection_ratio * len(members))))
+            grid = islands.grid(island)
+            archive = [m for m in elites if (island, m.id) in holding] or elites
+            n_top = min(self.top_programs, max(1, math.ceil(ratio * size)))
+            members = islands.top(island, n_top)
             for b in range(self.batch):
                 rng = view.rng("pike_o", generation, island, b)
                 picked = self.sample_parent(rng, grid, archive, everyone)

@@ -5,6 +5,12 @@ and sends them with the request together with the key they were stored under; th
 uses them only when that key is its own device and software (a heterogeneous cluster gets its
 own figures per GPU type) and otherwise measures and returns what it measured for storing.
 
+A launch-bound baseline (event median under ``launch_bound_us``) also carries its CUDA-graph
+per-call figure, cached as its own kind (``eager_graph``, ``compile_graph``) so that a candidate
+of a launch-bound task is compared graph to graph (:func:`evokernel.evaluation.timing.comparable`)
+with cached baselines too. The key's versions name the timing method, so figures taken by an
+older method are measured again, never compared with new ones.
+
 ``torch.compile`` needs a C++ toolchain and tens of seconds per task on a CPU, where its timing
 says nothing about GPUs anyway, so ``compile_baseline: auto`` means on for cuda only.
 """
@@ -18,14 +24,18 @@ from typing import Any
 
 import torch
 
+from evokernel.evaluation.clocks import gpu_clocks
 from evokernel.evaluation.loading import build_reference, make_inputs
-from evokernel.evaluation.timing import TimingSettings, gpu_clocks, time_callable
+from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, time_callable
 
-KINDS = ("eager", "compile")
+TIMED = ("eager", "compile")
+# What the library caches per (task, device, versions): the timed kinds and their graph figures.
+KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 
 def software_versions(device: str) -> str:
-    """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8``: a baseline is reused on identical software."""
+    """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-2``: a baseline is reused on
+    identical software and timing method."""
     parts = []
     for package in ("torch", "triton"):
         try:
@@ -34,6 +44,7 @@ def software_versions(device: str) -> str:
             parts.append(f"{package} ?")
     if device == "cuda":
         parts.append(f"cuda {torch.version.cuda}")
+    parts.append(f"timing {TIMING_METHOD}")
     return " / ".join(parts)
 
 
@@ -48,8 +59,9 @@ def compile_enabled(setting: str, device: str) -> bool:
 
 
 def measure_baselines(task: ModuleType, device: torch.device, request: dict[str, Any]) -> dict[str, Any]:
-    """``{"eager": timing, "compile": timing | None, "baseline_key": ..., ...}`` on the timing
-    variant's seed-0 inputs; timings are dicts of :class:`~evokernel.evaluation.timing.TimingResult`."""
+    """``{"eager": timing, "compile": timing | None, "eager_graph": ..., "baseline_key": ..., ...}``
+    on the timing variant's seed-0 inputs; timings are dicts of
+    :class:`~evokernel.evaluation.timing.TimingResult`, ``*_graph`` the cache entries of graph figures."""
     key = {"device": device_label(device), "versions": software_versions(device.type)}
     cached = request.get("baselines") or {}
     usable = cached.get("key") == key
@@ -58,12 +70,17 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
     inputs = make_inputs(task, 0, device)
     out: dict[str, Any] = {"baseline_key": key, "gpu_clocks": gpu_clocks(device)}
     with torch.no_grad():
-        for kind in KINDS:
+        for kind in TIMED:
+            out[f"{kind}_graph"] = None
             if kind == "compile" and not compile_enabled(request["compile_baseline"], device.type):
                 out[kind] = None
                 continue
             if usable and cached.get(kind):
                 out[kind] = {**cached[kind], "cached": True}
+                graph = cached.get(f"{kind}_graph")
+                if graph:
+                    out[kind].update(launch_bound=True, graph_median_ms=graph["median_ms"])
+                    out[f"{kind}_graph"] = {**graph, "cached": True}
                 continue
             model = reference
             if kind == "compile":
@@ -76,4 +93,11 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
                     continue
             timing = time_callable(functools.partial(model, *inputs), device, settings).to_dict()
             out[kind] = {**timing, "cached": False}
+            if timing["launch_bound"] and timing["graph_median_ms"]:
+                out[f"{kind}_graph"] = {
+                    "median_ms": timing["graph_median_ms"],
+                    "iqr_ms": 0.0,
+                    "graph_calls": timing["graph_calls"],
+                    "cached": False,
+                }
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from evokernel.evaluation.timing import comparable
+
 # A prompt needs the failing line of the candidate and the error, not 200 lines of Triton
 # internals; 1,500 characters keeps the lines that matter in every case seen so far.
 MAX_FEEDBACK_CHARS = 1500
@@ -36,10 +38,11 @@ def timing_feedback(
     """The speedup and the breakdown a model can act on: medians, spread, launch-bound hints."""
     new = candidate["median_ms"]
     parts = [f"correct; {new:.4g} ms (IQR {candidate['iqr_ms']:.2g} ms, CV {candidate['cv']:.1%})"]
-    if eager:
-        parts.append(f"eager {eager['median_ms']:.4g} ms = {eager['median_ms'] / new:.3f}x")
-    if compiled:
-        parts.append(f"torch.compile {compiled['median_ms']:.4g} ms = {compiled['median_ms'] / new:.3f}x")
+    for label, baseline in (("eager", eager), ("torch.compile", compiled)):
+        mine, theirs, method = comparable(candidate, baseline)
+        if theirs:
+            how = " (per call in CUDA graphs: launch-bound)" if method == "cuda_graph" else ""
+            parts.append(f"{label} {theirs:.4g} ms vs {mine:.4g} ms = {theirs / mine:.3f}x{how}")
     graph = candidate.get("graph_median_ms")
     if graph:
         parts.append(f"as a CUDA graph {graph:.4g} ms (launch overhead {max(new - graph, 0):.3g} ms)")

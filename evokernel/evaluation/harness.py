@@ -21,7 +21,13 @@ timeout. Why the candidate cannot forge the verdict:
 Candidate timings come from the worker (they must be measured where the kernel runs); the
 timer objects are checked unchanged and every timed call must launch the candidate's kernel.
 Eager and ``torch.compile`` baselines are timed here, with the same method, after the worker is
-gone, or taken from the library's cache.
+gone, or taken from the library's cache. A request with ``"mode": "baselines"`` measures only
+those (no candidate, no worker): the pool sends one per task before its candidates, so they find
+the baselines cached instead of each measuring them.
+
+Started either by a new interpreter (``python -m``) or as a child of the pool's fork-server
+(:mod:`evokernel.evaluation.forkserver`), which calls :func:`main` after setting up the same
+session, working directory, environment and descriptors.
 """
 
 from __future__ import annotations
@@ -34,11 +40,15 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 import triton  # noqa: F401 - imported before the fork so the worker does not pay for it again
 
 from evokernel.evaluation import channel, guards, worker
+from evokernel.evaluation.baselines import measure_baselines
+from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
+from evokernel.evaluation.loading import load_module
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
 from evokernel.types import Evaluation, Status
 
@@ -47,6 +57,8 @@ def main(argv: list[str]) -> int:
     request_path, key_fd, result_fd = Path(argv[1]), int(argv[2]), int(argv[3])
     request = json.loads(request_path.read_text())
     workdir = request_path.parent
+    if request.get("mode") == "baselines":
+        return _baselines_only(request, workdir, key_fd, result_fd)
     (workdir / "reference.py").write_text(request["task"]["source"])
     (workdir / "candidate.py").write_text(request["candidate_source"])
     hidden = guards.hide_from_children()
@@ -59,11 +71,14 @@ def main(argv: list[str]) -> int:
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
+    start_s = time.monotonic() - float(request.get("launched_at", time.monotonic()))
     supervisor = Supervisor(request, parent_sock, pid, start)
     try:
         evaluation = supervisor.run()
     except StageFailure as failure:
         evaluation = supervisor.failed(failure)
+    except LockWaitExceeded as exc:  # the pool's overload, reported as such
+        evaluation = supervisor.failed(StageFailure(Status.TIMEOUT, supervisor.stage, str(exc)))
     except Exception as exc:  # noqa: BLE001 - e.g. the reference itself failed: report, do not hide
         evaluation = Evaluation(
             status=Status.CRASHED,
@@ -73,15 +88,46 @@ def main(argv: list[str]) -> int:
         )
     finally:
         supervisor.stop_worker()
+    details = {
+        **evaluation.details,
+        "supervisor_hidden": hidden,
+        "start_s": round(start_s, 4),
+        "gpu_lock": supervisor.gpu.summary(),
+    }
+    return _send(replace(evaluation, details=details), request, start, key, result_fd)
+
+
+def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_fd: int) -> int:
+    """Measure the task's eager and compile baselines (trusted code only: no worker is forked)."""
+    with os.fdopen(key_fd, "rb") as key_pipe:
+        key = key_pipe.read()
+    start = time.perf_counter()
+    (workdir / "reference.py").write_text(request["task"]["source"])
+    gpu = GpuLock.from_request(request)
+    try:
+        task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
+        with gpu.hold("baselines"):
+            baselines = measure_baselines(task, torch.device(request["device"]), request)
+        evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details={"timing": baselines})
+    except Exception as exc:  # noqa: BLE001 - the reference itself failed: the pool logs it
+        evaluation = Evaluation(
+            status=Status.CRASHED,
+            stage="baselines",
+            reason=f"baseline measurement failed: {type(exc).__name__}: {exc}"[:500],
+            feedback=traceback.format_exc()[-2000:],
+        )
+    details = {**evaluation.details, "gpu_lock": gpu.summary()}
+    return _send(replace(evaluation, details=details), request, start, key, result_fd)
+
+
+def _send(evaluation: Evaluation, request: dict[str, Any], start: float, key: bytes, result_fd: int) -> int:
     device = torch.device(request["device"])
     label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
-    details = {**evaluation.details, "supervisor_hidden": hidden}
     evaluation = replace(
         evaluation,
         device=label,
         interpreter=device.type == "cpu",
         duration_s=time.perf_counter() - start,
-        details=details,
     )
     payload = json.dumps(evaluation.to_dict()).encode()
     message = json.dumps({"payload": payload.decode(), "signature": channel.sign(key, payload)})

@@ -11,6 +11,30 @@
   current stream is still the one the harness set.
 * **Harness unchanged**: the functions verdicts and timings depend on are the same objects after
   the call as before the candidate was imported.
+* **No PyTorch recompute** (rule ``pytorch-recompute``): a dummy Triton launch satisfies the
+  own-kernel fact, so during one correctness call (the default sizes' last seed) the worker also
+  records the ATen *compute* ops the candidate's forward dispatches (:class:`ComputeOps`, a
+  ``TorchDispatchMode``), and the supervisor records the reference's on the same inputs. Compute
+  means everything but allocation, views, copies, fills and dtype/device moves
+  (:data:`NOT_COMPUTE`); ATen ops dispatched from a C++ extension count too (they go through the
+  same dispatcher), ops inside a Triton-interpreter launch do not (that is the interpreter moving
+  buffers). The rule: **the candidate is refused when it dispatches every kind of compute op the
+  reference dispatches** (reference set non-empty, set inclusion by op name, in-place and
+  out-of-place forms alike): then ATen did all of the reference's work and its own kernel at most
+  a part again. A mixed candidate that leaves any of the reference's compute ops to its own kernel
+  passes: ``torch.matmul`` plus a Triton bias+GELU epilogue for ``gelu(linear(x))`` dispatches
+  ``mm`` but not ``gelu``. Not caught: the same computation re-expressed with *different* ATen ops
+  (``addcmul`` for ``mul`` + ``add``) beside a dummy launch; a reference made of data movement only
+  (nothing to recompute). The rule is off when the run allows plain-PyTorch rewrites. Under any
+  dispatch mode ``Subclass(tensor)`` construction fails, so a candidate building a tensor subclass
+  gets ``runtime_error`` on that call (outputs must be plain tensors anyway); earlier seeds run
+  without the recorder, so the specific checks speak first.
+
+The op list is a claim of the candidate's process, like every fact here. It is still meaningful:
+the reference side is recorded by the supervisor itself, the recorder is installed by the harness
+around the call, and subverting it takes code the static rules refuse by name (dispatch-mode
+introspection, monkey-patching, importing the harness); what it catches is the common reward hack
+(the reference's forward pasted after a token launch), not an adversary who rewrites the recorder.
 
 These facts travel to the supervisor, which decides; see :mod:`evokernel.evaluation.harness`.
 """
@@ -21,28 +45,89 @@ import builtins
 import functools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-_counts = {"triton": 0, "extension": 0}
+_counts = {"triton": 0, "extension": 0, "interpreting": 0}
 
 
 def launches() -> int:
     return _counts["triton"] + _counts["extension"]
 
 
-def _counted(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+def _counted(fn: Callable[..., Any], kind: str, interpreted: bool = False) -> Callable[..., Any]:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("warmup", False):
             _counts[kind] += 1
-        return fn(*args, **kwargs)
+        _counts["interpreting"] += interpreted
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _counts["interpreting"] -= interpreted
 
     return run
+
+
+# ATen ops that move or make memory rather than compute (overload packet names, trailing "_" of
+# in-place forms removed); views are recognised by their schema (``OpOverload.is_view``).
+NOT_COMPUTE = frozenset(
+    {
+        *("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize", "set"),
+        *("zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like"),
+        *("new_full", "scalar_tensor", "fill", "zero", "arange", "lift_fresh", "lift_fresh_copy"),
+        *("copy", "clone", "_to_copy", "to", "contiguous", "detach", "_local_scalar_dense", "item"),
+        *("cat", "stack", "constant_pad_nd", "repeat", "record_stream", "_reshape_alias", "reshape"),
+        *("flatten", "view_as", "expand_as", "_unsafe_view", "as_strided_scatter"),
+    }
+)
+
+
+def compute_op_name(func: torch._ops.OpOverload) -> str | None:
+    """``"mm"`` for ``aten.mm.default``, ``"add"`` for ``aten.add_.Tensor``; None for non-compute ops."""
+    if func.is_view:
+        return None
+    name = func.overloadpacket.__name__
+    name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    return None if name in NOT_COMPUTE else name
+
+
+class ComputeOps(TorchDispatchMode):
+    """While active, counts the ATen compute ops dispatched (``ops``: name -> calls)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise (torch >= 2.12) the mode wraps __torch_dispatch__ in torch._disable_dynamo, whose
+        # first call imports torch._dynamo (2 s) and rebinds torch.manual_seed: harness-modified.
+        return False
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        name = compute_op_name(func) if not _counts["interpreting"] else None
+        if name:
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def recomputed_reference(reference_ops: dict[str, int], candidate_ops: dict[str, int]) -> str | None:
+    """The rule's reason when the candidate dispatched every compute op kind of the reference."""
+    if not reference_ops or not set(reference_ops) <= set(candidate_ops):
+        return None
+    return (
+        f"the candidate computed with the reference's own PyTorch ops ({', '.join(sorted(reference_ops))}); "
+        "its kernel does none of the reference's work"
+    )
 
 
 class _CountedExtension:
@@ -66,7 +151,9 @@ def install_launch_hooks() -> None:
     except ImportError:  # an old Triton without the interpreter: only the compiled path exists
         interpreter = None
     if interpreter is not None:
-        interpreter.InterpretedFunction.run = _counted(interpreter.InterpretedFunction.run, "triton")
+        interpreter.InterpretedFunction.run = _counted(
+            interpreter.InterpretedFunction.run, "triton", interpreted=True
+        )
     for name in ("load_inline", "load"):
         original = getattr(cpp_extension, name)
 
@@ -99,6 +186,7 @@ def harness_snapshot() -> dict[str, Any]:
         "builtins.len": builtins.len,
         "threading.enumerate": threading.enumerate,
         "integrity.launches": launches,
+        "integrity.ComputeOps": ComputeOps.__torch_dispatch__,
     }
 
 

@@ -10,6 +10,15 @@ The verdict arrives on a pipe, signed with a key this process made for this eval
 to the supervisor on a second pipe (see harness.py for why the candidate cannot learn it). An
 unsigned, mis-signed or missing verdict is ``crashed``, never believed; stdout and exit codes
 are only ever used to describe a crash.
+
+How the supervisor process starts is the *launcher*'s business; everything else here (the
+request, key and pipes, the wait, the group kill, the classification) is the same for both:
+
+* :func:`popen_launcher` (the default, and what ``evokernel verify`` uses): a new interpreter per
+  candidate, ``python -m evokernel.evaluation.harness``; it pays Python + torch + triton imports
+  (~4-9 s on a GPU node) every time.
+* :class:`evokernel.evaluation.forkserver.ForkServer` (the pool's actors): a fresh process forked
+  from a server that imported those modules once and never initialised CUDA.
 """
 
 from __future__ import annotations
@@ -24,12 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evokernel.evaluation import channel
 from evokernel.evaluation.feedback import tail
 from evokernel.evaluation.static import check_source
+from evokernel.exceptions import EvaluationError
 from evokernel.types import Evaluation, Status
 
 # Variables a candidate process may inherit. Everything else (OPENAI_API_KEY, AWS_*, HTTP_PROXY,
@@ -45,12 +57,14 @@ ENV_ALLOW = (
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
-    "TRITON_CACHE_DIR",
     "TRITON_PTXAS_PATH",
     "TORCH_CUDA_ARCH_LIST",
     "CC",
     "CXX",
 )
+# TRITON_CACHE_DIR is deliberately absent: a cache shared between candidates could be poisoned (a
+# candidate plants a binary under a key another candidate's kernel will hit). Each evaluation gets
+# its own under its working directory.
 OUTPUT_CAP_BYTES = 64 * 1024
 # The supervisor enforces ``timeout_s`` on the worker itself and reports which stage hung; this
 # grace covers its own work after that (baselines, torch.compile of the reference: ~60 s at most
@@ -59,34 +73,111 @@ SUPERVISOR_GRACE_S = 90.0
 MAX_RESULT_BYTES = 16 << 20
 
 
-def sandbox_env(device: str, workdir: Path) -> dict[str, str]:
+def sandbox_env(device: str, workdir: Path, build_jobs: int | None = None) -> dict[str, str]:
+    """The allow-listed environment with every per-candidate path inside ``workdir``.
+    ``build_jobs``: ``MAX_JOBS`` for a ``load_inline`` build (ninja's default is every core,
+    which oversubscribes a node where several builds run at once)."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
     env.update(
         HOME=str(workdir),
+        # Triton reads ~ once, when it is imported (a fork-server imported it long before).
+        TRITON_HOME=str(workdir),
         TMPDIR=str(workdir),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
         OMP_NUM_THREADS="1",
     )
+    if build_jobs is not None:
+        env["MAX_JOBS"] = str(max(1, build_jobs))
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
-def run_sandboxed(request: dict[str, Any], timeout_s: float) -> Evaluation:
-    """Evaluate ``request`` (see request.py) in a subprocess; never raises for candidate faults."""
+class LauncherError(EvaluationError):
+    """The launcher lost the supervisor it started (e.g. its fork-server died), so no exit status
+    will come; raised only when no authentic verdict arrived either. The caller may retry."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one supervisor process is started with: the request file in its working directory,
+    its environment, and the three descriptors it inherits (key pipe, result pipe, output file)."""
+
+    workdir: Path
+    request_path: Path
+    env: dict[str, str]
+    key_fd: int
+    result_fd: int
+    output_fd: int
+
+    def argv(self) -> list[str]:
+        return [str(self.request_path), str(self.key_fd), str(self.result_fd)]
+
+
+class Child(Protocol):
+    """A started supervisor, leader of its own process group (``pid`` is the group id);
+    ``subprocess.Popen`` is one. Exit codes follow Popen: negative for a signal."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+Launcher = Callable[[Launch], Child]
+
+
+def popen_launcher(launch: Launch) -> Child:
+    """The cold path: a new interpreter per candidate, in a new session."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "evokernel.evaluation.harness", *launch.argv()],
+        cwd=launch.workdir,
+        env=launch.env,
+        stdin=subprocess.DEVNULL,
+        stdout=launch.output_fd,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        pass_fds=(launch.key_fd, launch.result_fd),
+    )
+
+
+def hard_limit_s(request: dict[str, Any], timeout_s: float) -> float:
+    """When the whole group is killed from outside: the timeout, the supervisor's grace, and the
+    most the supervisor may wait for its GPU lock (those waits extend its own deadline)."""
+    lock = request.get("gpu_lock") or {}
+    return timeout_s + SUPERVISOR_GRACE_S + float(lock.get("max_wait_s", 0.0))
+
+
+def run_sandboxed(
+    request: dict[str, Any],
+    timeout_s: float,
+    *,
+    launcher: Launcher | None = None,
+    build_jobs: int | None = None,
+) -> Evaluation:
+    """Evaluate ``request`` (see request.py) in a fresh process group; never raises for candidate
+    faults. ``launcher`` starts the supervisor (default: a new interpreter, :func:`popen_launcher`);
+    a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates."""
     start = time.perf_counter()
     rejected = static_stage(request, start)
     if rejected is not None:
         return rejected
     static_s = time.perf_counter() - start
     request = {**request, "timeout_s": timeout_s}
+    limit_s = hard_limit_s(request, timeout_s)
     with tempfile.TemporaryDirectory(prefix="evk-cand-") as tmp:
         workdir = Path(tmp)
         request_path = workdir / "request.json"
-        request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
+        # launched_at (CLOCK_MONOTONIC, shared by every process of the machine): the supervisor
+        # reports how long it took to start (details["start_s"]).
+        request_path.write_text(
+            json.dumps({**request, "workdir": str(workdir), "launched_at": time.monotonic()})
+        )
         request_path.chmod(0o400)
         key = secrets.token_bytes(32)
         key_read, key_write = os.pipe()
@@ -94,38 +185,41 @@ def run_sandboxed(request: dict[str, Any], timeout_s: float) -> Evaluation:
         os.write(key_write, key)
         os.close(key_write)
         stdout_path = workdir / "output.log"
+        output_fd = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        env = sandbox_env(request["device"], workdir, build_jobs)
         try:
-            with stdout_path.open("wb") as out:
-                proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "evokernel.evaluation.harness",
-                        str(request_path),
-                        str(key_read),
-                        str(result_write),
-                    ],
-                    cwd=workdir,
-                    env=sandbox_env(request["device"], workdir),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=(key_read, result_write),
+            try:
+                proc = (launcher or popen_launcher)(
+                    Launch(workdir, request_path, env, key_read, result_write, output_fd)
                 )
-        finally:
-            os.close(key_read)
-            os.close(result_write)
-        try:
-            code, message = _wait(proc, result_read, timeout_s + SUPERVISOR_GRACE_S)
+            finally:
+                for fd in (key_read, result_write, output_fd):
+                    os.close(fd)
+            code, message, lost = _wait(proc, result_read, limit_s)
         finally:
             os.close(result_read)
         output = _read_capped(stdout_path)
+    if lost and _verified(message, key) is None:
+        raise LauncherError(lost)
+    return classify(code, message, key, output, start, static_s, timeout_s, limit_s)
+
+
+def classify(
+    code: int | None,
+    message: bytes,
+    key: bytes,
+    output: str,
+    start: float,
+    static_s: float,
+    timeout_s: float,
+    limit_s: float,
+) -> Evaluation:
+    """The verdict from what came back: a signed result is believed, anything else is described."""
     if code is None:
         return Evaluation(
             status=Status.TIMEOUT,
             stage="timeout",
-            reason=f"killed after {timeout_s + SUPERVISOR_GRACE_S:.0f} s (timeout plus supervisor grace)",
+            reason=f"killed after {limit_s:.0f} s (timeout plus supervisor grace)",
             feedback=f"the evaluation did not finish within {timeout_s:.0f} s",
             duration_s=time.perf_counter() - start,
         )
@@ -180,10 +274,16 @@ def static_stage(request: dict[str, Any], start: float) -> Evaluation | None:
     )
 
 
-def _wait(proc: subprocess.Popen[bytes], fd: int, timeout_s: float) -> tuple[int | None, bytes]:
-    """(exit code, or None at the timeout; what arrived on the result pipe, capped)."""
+def _wait(proc: Child, fd: int, timeout_s: float) -> tuple[int | None, bytes, str]:
+    """(exit code, or None at the timeout; what arrived on the result pipe, capped; why the
+    launcher lost the child, "" normally). The group is killed in every case."""
     deadline = time.monotonic() + timeout_s
     received = bytearray()
+
+    def drain() -> None:
+        while select.select([fd], [], [], 0)[0] and (data := os.read(fd, 1 << 16)):
+            received.extend(data[: max(0, MAX_RESULT_BYTES - len(received))])
+
     try:
         while (remaining := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([fd], [], [], min(remaining, 0.05))
@@ -193,14 +293,16 @@ def _wait(proc: subprocess.Popen[bytes], fd: int, timeout_s: float) -> tuple[int
                 continue
             if data == b"":  # EOF: the supervisor closed its end, normally by exiting
                 try:
-                    return proc.wait(timeout=max(remaining, 0.1)), bytes(received)
+                    return proc.wait(timeout=max(remaining, 0.1)), bytes(received), ""
                 except subprocess.TimeoutExpired:
-                    return None, b""
-            if proc.poll() is not None:
-                while select.select([fd], [], [], 0)[0] and (data := os.read(fd, 1 << 16)):
-                    received += data[: max(0, MAX_RESULT_BYTES - len(received))]
-                return proc.returncode, bytes(received)
-        return None, b""
+                    return None, b"", ""
+            if (code := proc.poll()) is not None:
+                drain()
+                return code, bytes(received), ""
+        return None, b"", ""
+    except LauncherError as exc:
+        drain()
+        return 0, bytes(received), str(exc) or type(exc).__name__
     finally:
         # Anything the candidate left running in its group dies with it.
         _kill_group(proc)
@@ -227,10 +329,12 @@ def _crashed(reason: str, output: str, start: float) -> Evaluation:
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: Child) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired, LauncherError):
+        if proc.poll() is None:
+            proc.wait(timeout=10.0)  # a fork-server child is reaped by its server, which reports it
     # SIGKILL is delivered asynchronously: wait (at most 2 s) until every member of the group is
     # gone, so a caller never sees the candidate's leftovers still running.
     deadline = time.monotonic() + 2.0

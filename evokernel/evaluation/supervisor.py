@@ -18,11 +18,13 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel
+from evokernel.evaluation import channel, integrity
 from evokernel.evaluation.baselines import measure_baselines
 from evokernel.evaluation.correctness import compare
 from evokernel.evaluation.feedback import timing_feedback
+from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
+from evokernel.evaluation.timing import comparable
 from evokernel.types import Evaluation, Status
 
 # Side-stream check: event time covers only the current stream; a synchronized host-clock call
@@ -40,7 +42,9 @@ class StageFailure(Exception):
 class Supervisor:
     def __init__(self, request: dict[str, Any], sock: socket.socket, worker_pid: int, start: float) -> None:
         self.request, self.sock, self.pid = request, sock, worker_pid
-        self.deadline = start + float(request["timeout_s"])
+        # GPU lock waits (gpulock.py) are the pool's doing: they extend the deadline, not use it up.
+        self.gpu = GpuLock.from_request(request)
+        self.base_deadline = start + float(request["timeout_s"])
         self.device = torch.device(request["device"])
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -49,11 +53,19 @@ class Supervisor:
         self.tolerance = {k: tuple(v) for k, v in request["task"]["tolerance"].items()}
         self.stages: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
-        self.stage, self.stage_start = "build", time.perf_counter()
+        self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
         self.worker_status: int | None = None
+
+    @property
+    def deadline(self) -> float:
+        return self.base_deadline + self.gpu.waited_s
 
     # ---- the worker link ------------------------------------------------------------------
     def ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]:
+        with self.gpu.hold(str(command["op"])):
+            return self._ask(command)
+
+    def _ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]:
         remaining = self.deadline - time.perf_counter()
         try:
             if remaining <= 0:
@@ -112,7 +124,7 @@ class Supervisor:
 
     # ---- stages ---------------------------------------------------------------------------
     def enter(self, stage: str) -> None:
-        self.stage, self.stage_start = stage, time.perf_counter()
+        self.stage, self.stage_start, self.stage_waited = stage, time.perf_counter(), self.gpu.waited_s
 
     def passed(self, reason: str = "") -> None:
         self.stages.append(
@@ -120,7 +132,8 @@ class Supervisor:
         )
 
     def _elapsed(self) -> float:
-        return round(time.perf_counter() - self.stage_start, 4)
+        waited = self.gpu.waited_s - self.stage_waited  # recorded as queue time instead
+        return round(time.perf_counter() - self.stage_start - waited, 4)
 
     def failed(self, failure: StageFailure) -> Evaluation:
         self.stages.append(
@@ -172,8 +185,9 @@ class Supervisor:
         for index, overrides, unseen in variants:
             task = load_module(self.workdir / "reference.py", f"evokernel_reference_{index}", overrides)
             try:
-                reference = build_reference(task, self.device)
-                make_inputs(task, 0, self.device)
+                with self.gpu.hold("reference"):
+                    reference = build_reference(task, self.device)
+                    make_inputs(task, 0, self.device)
             except Exception as exc:
                 if not unseen:
                     raise
@@ -202,12 +216,17 @@ class Supervisor:
         # on a poisoned allocator) is on the default sizes' first seed; other trials run once,
         # which keeps CPU interpreter evaluations near the former two-seed check.
         repeat = 2 if seed == 0 and index == 0 else 1
-        header, blob = self.ask({"op": "trial", "seed": trial_seed, "repeat": repeat})
+        # ATen compute ops of both sides, for the pytorch-recompute rule, on the default sizes' last
+        # seed: the seeds before it speak first (a wrong or non-tensor output is reported as such).
+        record = index == 0 and seed == int(self.request["seeds"]) - 1
+        header, blob = self.ask({"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record})
         where = f"{label}, seed {seed}"
         for n, facts in enumerate(header.get("runs", [])):
             self.check_facts(facts, f"{where}, run {n + 1}")
         inputs = make_inputs(task, trial_seed, self.device)
-        with torch.no_grad():
+        reference_ops = integrity.ComputeOps()
+        recording = reference_ops if record else contextlib.nullcontext()
+        with torch.no_grad(), self.gpu.hold("reference"), recording:
             expected = flatten(reference(*clone(inputs)))
         try:
             got = channel.decode_tensors(list(header["outputs"]), blob)
@@ -236,6 +255,13 @@ class Supervisor:
                 "correctness",
                 f"{where}: two runs on the same input differ bit for bit (the task is deterministic)",
             )
+        if record and not self.request["allow_torch"]:
+            candidate_ops = header["runs"][0].get("aten_ops")
+            if not isinstance(candidate_ops, dict):
+                raise self.reject("protocol", "the worker did not report the call's ATen ops")
+            why = integrity.recomputed_reference(dict(reference_ops.ops), candidate_ops)
+            if why:
+                raise self.reject("pytorch-recompute", f"{where}: {why}")
         return result.max_abs_error or 0.0
 
     def _timing(self, worst: float) -> Evaluation:
@@ -258,11 +284,16 @@ class Supervisor:
         task = load_module(
             self.workdir / "reference.py", "evokernel_reference_timing", self.request["overrides"][0]
         )
-        baselines = measure_baselines(task, self.device, self.request)
+        with self.gpu.hold("baselines"):
+            baselines = measure_baselines(task, self.device, self.request)
         self.passed()
         eager, compiled = baselines.get("eager"), baselines.get("compile")
-        speedup = eager["median_ms"] / new["median_ms"] if eager and new["median_ms"] > 0 else None
-        speedup_c = compiled["median_ms"] / new["median_ms"] if compiled and new["median_ms"] > 0 else None
+        # Each speedup compares figures taken the same way (CUDA-graph per-call figures when both
+        # sides are launch-bound, else flushed event medians); runtime_ms is the one vs eager.
+        runtime, eager_ms, method = comparable(new, eager)
+        runtime_c, compile_ms, method_c = comparable(new, compiled)
+        speedup = eager_ms / runtime if eager_ms and runtime > 0 else None
+        speedup_c = compile_ms / runtime_c if compile_ms and runtime_c > 0 else None
         self.enter("feedback")
         feedback = timing_feedback(new, eager, compiled, worst, self.device.type == "cpu")
         self.passed()
@@ -270,17 +301,17 @@ class Supervisor:
             status=Status.CORRECT,
             stage="timing",
             max_abs_error=worst,
-            runtime_ms=new["median_ms"],
+            runtime_ms=runtime,
             runtime_iqr_ms=new["iqr_ms"],
             runtime_cv=new["cv"],
-            eager_ms=eager["median_ms"] if eager else None,
+            eager_ms=eager_ms,
             speedup_eager=speedup,
-            compile_ms=compiled["median_ms"] if compiled else None,
+            compile_ms=compile_ms,
             speedup_compile=speedup_c,
             feedback=feedback,
             details={
                 "stages": self.stages,
                 "checks": self.checks,
-                "timing": {"candidate": new, **baselines},
+                "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
             },
         )

@@ -2,31 +2,56 @@
 
 On a GPU every timed call is bracketed by CUDA events after an L2 flush (a 256 MiB write: H100's
 L2 is 50 MiB, H200's 60 MiB), so a kernel never profits from data left in cache by the previous
-repetition. Warmup is by time, not count, because a 5 µs and a 5 ms kernel need very different
-counts to reach steady clocks. Repetitions continue until the relative standard error of the
-median drops under ``target_rse`` (or a time/count cap): the median, IQR and coefficient of
-variation are reported. On a CPU the same loop runs with ``perf_counter``.
+repetition. Repetitions continue until the relative standard error of the median drops under
+``target_rse`` (or a time/count cap); the median, IQR, p10/p90 and coefficient of variation are
+reported. On a CPU the same loop runs with ``perf_counter``.
 
-Two more figures on a GPU: ``wall_median_ms``, the median of a few calls bracketed by device
-synchronizes on the host clock (work the candidate hides on a side stream shows there, not in
-the events), and with ``cuda_graph`` the median of CUDA-graph replays of the call, which removes
-launch overhead for launch-bound kernels (reported beside the eager-launch median, never instead).
+**Warmup settles the clock.** An idle H100 sits at ~345 MHz and boosts to ~1980 MHz only under
+sustained work, so a fixed short warmup can start the timed loop at a low clock. Warmup is the
+timed loop itself with its samples discarded, in windows of ``SETTLE_WINDOW_MS``, until the last
+``SETTLE_WINDOWS`` windows' interquartile means agree within ``settle_tol`` and at least
+``warmup_ms`` have passed, capped at ``settle_max_ms`` (``settled`` says which ended it). The SM
+clock is read from NVML (:mod:`evokernel.evaluation.clocks`) before the warmup and while timed
+batches are in flight, never set.
+
+**Launch-bound calls.** Under ~20 µs an event-timed call is a few event ticks (~0.5 µs
+resolution) after a 256 MiB flush, and its median moved by 30-330 % between fresh processes on an
+H100. When the event median is under ``launch_bound_us`` (or always with ``cuda_graph``) a second
+figure is taken: ``graph_calls`` back-to-back calls captured in one CUDA graph, the replay's event
+time divided by the calls. It is the per-call GPU time with launch overhead removed and the (small)
+working set warm in L2; :func:`comparable` uses it for a speedup only when both sides are
+launch-bound and have it, so a speedup always compares two figures taken the same way.
+
+``wall_median_ms`` is the median of a few calls bracketed by device synchronizes on the host clock:
+work the candidate hides on a side stream shows there, not in the events.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
+from evokernel.evaluation.clocks import gpu_clocks as gpu_clocks  # re-exported for older scripts
+
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+# Part of the baseline cache key (baselines.software_versions): a baseline timed by an older
+# method is measured again rather than compared with a candidate timed by this one.
+TIMING_METHOD = "settled-2"
+SETTLE_WINDOW_MS = 5.0
+SETTLE_WINDOWS = 3
+# A graph replay holds enough calls for ~200 µs of GPU time: far above the event resolution.
+GRAPH_REPLAY_MS = 0.2
+GRAPH_MAX_CALLS = 100
+# Synchronized host-clock calls taken after the event samples, for the side-stream check.
+WALL_REPS = 5
+BATCH = 10
 
 
 @dataclass(frozen=True)
@@ -37,10 +62,9 @@ class TimingSettings:
     max_ms: float = 1000.0
     target_rse: float = 0.005
     cuda_graph: bool = False
-
-
-# Synchronized host-clock calls taken after the event samples, for the side-stream check.
-WALL_REPS = 5
+    settle_tol: float = 0.01
+    settle_max_ms: float = 300.0
+    launch_bound_us: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -49,12 +73,31 @@ class TimingResult:
     iqr_ms: float
     cv: float
     reps: int
+    p10_ms: float | None = None
+    p90_ms: float | None = None
     wall_median_ms: float | None = None
     graph_median_ms: float | None = None
+    graph_calls: int | None = None
+    launch_bound: bool = False
+    warmup_ms: float | None = None
+    settled: bool | None = None
+    clock: dict[str, Any] = field(default_factory=dict)
+    seconds: float | None = None
     method: str = "cuda_events"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def comparable(candidate: dict[str, Any], baseline: dict[str, Any] | None) -> tuple[float, float | None, str]:
+    """``(candidate ms, baseline ms, method)``, both taken the same way: the CUDA-graph per-call
+    figures when both sides are launch-bound and have one, else the flushed event medians."""
+    graph_c = candidate.get("graph_median_ms") if candidate.get("launch_bound") else None
+    graph_b = baseline.get("graph_median_ms") if baseline and baseline.get("launch_bound") else None
+    if graph_c and graph_b:
+        return float(graph_c), float(graph_b), "cuda_graph"
+    base = float(baseline["median_ms"]) if baseline else None
+    return float(candidate["median_ms"]), base, str(candidate.get("method", "cuda_events"))
 
 
 def _median_rse(samples: list[float]) -> float:
@@ -68,19 +111,45 @@ def _median_rse(samples: list[float]) -> float:
 
 
 def _summary(samples: list[float]) -> TimingResult:
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    if len(samples) >= 2:
+        q = statistics.quantiles(samples, n=4)
+        d = statistics.quantiles(samples, n=10)
+    else:
+        q, d = [samples[0]] * 3, [samples[0]] * 9
     mean = statistics.fmean(samples)
     cv = statistics.pstdev(samples) / mean if mean > 0 else 0.0
-    return TimingResult(statistics.median(samples), q[2] - q[0], cv, len(samples))
+    return TimingResult(statistics.median(samples), q[2] - q[0], cv, len(samples), d[0], d[8])
+
+
+def _interquartile_mean(samples: list[float]) -> float:
+    """Mean of the middle half: robust to outliers like a median, but not stuck on one event tick."""
+    ordered = sorted(samples)
+    quarter = len(ordered) // 4
+    middle = ordered[quarter : len(ordered) - quarter] or ordered
+    return statistics.fmean(middle)
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:
+    start = time.perf_counter()
     if device.type != "cuda":
-        return _time_cpu(fn, settings)
-    result = _time_cuda(fn, device, settings)
-    wall = _wall_median(fn, device)
-    graph = _time_graph(fn, device, settings) if settings.cuda_graph else None
-    return TimingResult(**{**result.__dict__, "wall_median_ms": wall, "graph_median_ms": graph})
+        result = _time_cpu(fn, settings)
+    else:
+        flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+        result = _time_cuda(fn, device, settings, flush, calls=1)
+        del flush
+        wall = _wall_median(fn, device)
+        launch_bound = 0 < result.median_ms * 1e3 < settings.launch_bound_us
+        graph = None
+        if settings.cuda_graph or launch_bound:
+            graph = _time_graph(fn, device, settings, result.median_ms)
+        result = replace(
+            result,
+            wall_median_ms=wall,
+            graph_median_ms=graph[0] if graph else None,
+            graph_calls=graph[1] if graph else None,
+            launch_bound=launch_bound,
+        )
+    return replace(result, seconds=round(time.perf_counter() - start, 4))
 
 
 def _wall_median(fn: Callable[[], Any], device: torch.device) -> float:
@@ -94,9 +163,12 @@ def _wall_median(fn: Callable[[], Any], device: torch.device) -> float:
     return statistics.median(samples)
 
 
-def _time_graph(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> float | None:
-    """Median of graph replays, or None when the call cannot be captured (host syncs, allocations
-    the graph pool cannot serve): that is a property of the kernel, not an error."""
+def _time_graph(
+    fn: Callable[[], Any], device: torch.device, settings: TimingSettings, per_call_ms: float
+) -> tuple[float, int] | None:
+    """Per-call median of graph replays and the calls per replay, or None when the call cannot be
+    captured (host syncs, allocations the graph pool cannot serve): a property of the kernel."""
+    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_REPLAY_MS / max(per_call_ms, 1e-6))))
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -105,31 +177,13 @@ def _time_graph(fn: Callable[[], Any], device: torch.device, settings: TimingSet
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            fn()
+            for _ in range(calls):
+                fn()
     except RuntimeError:
+        torch.cuda.synchronize(device)
         return None
-    return _time_cuda(graph.replay, device, settings).median_ms
-
-
-def gpu_clocks(device: torch.device) -> dict[str, str]:
-    """SM clock, its maximum and the temperature from nvidia-smi, when it is there to ask."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None or device.type != "cuda":
-        return {}
-    uuid = str(torch.cuda.get_device_properties(device).uuid)
-    query = "clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
-    try:
-        out = subprocess.run(
-            [exe, f"--query-gpu={query}", "--format=csv,noheader", "-i", f"GPU-{uuid}"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
-    return dict(zip(query.split(","), values, strict=False))
+    result = _time_cuda(graph.replay, device, settings, None, calls=calls)
+    return result.median_ms, calls
 
 
 def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
@@ -148,37 +202,107 @@ def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
             or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
         ):
             break
-    return TimingResult(**{**_summary(samples).__dict__, "method": "perf_counter"})
+    return replace(_summary(samples), warmup_ms=round((budget_start - start) * 1e3, 2), method="perf_counter")
 
 
-def _time_cuda(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:
-    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    torch.cuda.synchronize(device)
-    while (time.perf_counter() - start) * 1e3 < settings.warmup_ms:
-        fn()
-        torch.cuda.synchronize(device)
-    samples: list[float] = []
-    budget_start = time.perf_counter()
-    # Events are recorded in batches of 10 and read after one synchronize: per-call syncs would
-    # add launch gaps; the flush before each call is outside the events.
-    batch = 10
-    while len(samples) < settings.max_reps:
-        pairs = []
-        for _ in range(batch):
+Pairs = list[tuple[torch.cuda.Event, torch.cuda.Event]]
+
+
+def enqueue_batch(fn: Callable[[], Any], flush: torch.Tensor | None, n: int = BATCH) -> Pairs:
+    """Queue ``n`` event-bracketed calls, each after an L2 flush when ``flush`` is given; events are
+    read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps."""
+    pairs = []
+    for _ in range(n):
+        if flush is not None:
             flush.zero_()
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            fn()
-            end.record()
-            pairs.append((begin, end))
-        torch.cuda.synchronize(device)
-        samples.extend(b.elapsed_time(e) for b, e in pairs)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn()
+        end.record()
+        pairs.append((begin, end))
+    return pairs
+
+
+def collect_batch(pairs: Pairs, device: torch.device, calls: int = 1) -> list[float]:
+    torch.cuda.synchronize(device)
+    return [b.elapsed_time(e) / calls for b, e in pairs]
+
+
+def _settle(
+    fn: Callable[[], Any],
+    device: torch.device,
+    settings: TimingSettings,
+    flush: torch.Tensor | None,
+    calls: int,
+) -> tuple[float, bool]:
+    """Discarded windows of timed calls until the clock is steady: (milliseconds spent, settled)."""
+    start = time.perf_counter()
+    cap = max(settings.settle_max_ms, settings.warmup_ms)
+    windows: list[float] = []
+    while True:
+        window_start = time.perf_counter()
+        samples: list[float] = []
+        while not samples or (time.perf_counter() - window_start) * 1e3 < SETTLE_WINDOW_MS:
+            samples += collect_batch(enqueue_batch(fn, flush), device, calls)
+        windows.append(_interquartile_mean(samples))
+        elapsed = (time.perf_counter() - start) * 1e3
+        recent = windows[-SETTLE_WINDOWS:]
+        spread = max(recent) - min(recent)
+        steady = len(recent) == SETTLE_WINDOWS and spread <= settings.settle_tol * min(recent)
+        if steady and elapsed >= settings.warmup_ms:
+            return elapsed, True
+        if elapsed >= cap:
+            return elapsed, False
+
+
+def _time_cuda(
+    fn: Callable[[], Any],
+    device: torch.device,
+    settings: TimingSettings,
+    flush: torch.Tensor | None,
+    calls: int,
+) -> TimingResult:
+    idle = clock_state(device)
+    torch.cuda.synchronize(device)
+    fn()  # first call: JIT compilation and autotuning stay out of the settle windows
+    torch.cuda.synchronize(device)
+    warmup_ms, settled = _settle(fn, device, settings, flush, calls)
+    samples: list[float] = []
+    sm_mhz: list[int] = []
+    at_start: dict[str, Any] = {}
+    at_end: dict[str, Any] = {}
+    budget_start = time.perf_counter()
+    batches = 0
+    while len(samples) < settings.max_reps:
+        pairs = enqueue_batch(fn, flush)
+        batches += 1
+        # Read while the batch runs (after the synchronize the GPU is idle and says so); the full
+        # state on batches 1, 2, 4, 8, ... keeps NVML queries to a handful per timing.
+        if batches & (batches - 1) == 0:
+            at_end = clock_state(device)
+            at_start = at_start or at_end
+            sm = at_end.get("sm_mhz")
+        else:
+            sm = sm_clock_mhz(device)
+        if sm:
+            sm_mhz.append(sm)
+        samples.extend(collect_batch(pairs, device, calls))
         if len(samples) >= settings.min_reps and (
             _median_rse(samples) < settings.target_rse
             or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
         ):
             break
-    return _summary(samples)
+    clock = {}
+    if at_end:
+        clock = {
+            "idle_sm_mhz": idle.get("sm_mhz"),
+            "start_sm_mhz": at_start.get("sm_mhz"),
+            "min_sm_mhz": min(sm_mhz) if sm_mhz else None,
+            "max_sm_mhz": max(sm_mhz) if sm_mhz else None,
+            "end_sm_mhz": at_end.get("sm_mhz"),
+            "limit_sm_mhz": at_end.get("max_sm_mhz"),
+            "temp_c": at_end.get("temp_c"),
+            "power_w": at_end.get("power_w"),
+            "reasons": at_end.get("reasons"),
+        }
+    return replace(_summary(samples), warmup_ms=round(warmup_ms, 2), settled=settled, clock=clock)

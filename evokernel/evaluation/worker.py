@@ -4,12 +4,14 @@ Forked by the supervisor (:mod:`evokernel.evaluation.harness`) before either tou
 closes every descriptor that leads to the sandbox, applies its limits and the network refusal,
 installs the launch hooks, then answers the supervisor's commands over one socket: ``build``
 (import the candidate), ``variant`` (make both models at a variant's sizes), ``trial`` (run the
-candidate twice on one seed's inputs), ``time`` and ``exit``. Everything it reports is a claim;
+candidate twice on one seed's inputs, recording the first call's ATen compute ops when asked),
+``time`` and ``exit``. Everything it reports is a claim;
 the supervisor checks the outputs against its own reference and decides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -125,12 +127,13 @@ class _Worker:
         del reference
         return {"ok": True}, b""
 
-    def _call(self, inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
+    def _call(self, inputs: list[Any], record_ops: bool = False) -> tuple[Any, dict[str, Any]]:
         threads, children = integrity.python_threads(), integrity.child_processes()
         before = integrity.launches()
         stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        recorder = integrity.ComputeOps() if record_ops else contextlib.nullcontext()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), recorder:
                 out = self.model(*inputs)
             if stream is not None:
                 torch.cuda.synchronize(self.device)
@@ -146,6 +149,8 @@ class _Worker:
             "stream_changed": stream is not None and torch.cuda.current_stream(self.device) != stream,
             "changed_harness": integrity.changed_harness(self.snapshot),
         }
+        if isinstance(recorder, integrity.ComputeOps):
+            facts["aten_ops"] = dict(recorder.ops)
         return out, facts
 
     def _poison(self) -> None:
@@ -168,10 +173,11 @@ class _Worker:
         assert self.task is not None
         inputs = make_inputs(self.task, int(command["seed"]), self.device)
         runs, outputs = [], []
-        for _ in range(int(command["repeat"])):
+        for n in range(int(command["repeat"])):
             call_inputs = clone(inputs)
             self._poison()
-            out, facts = self._call(call_inputs)
+            # The ATen compute ops of the first call go to the pytorch-recompute rule when asked.
+            out, facts = self._call(call_inputs, record_ops=n == 0 and bool(command.get("record_ops")))
             facts["inputs_changed"] = [
                 i for i, (a, b) in enumerate(zip(call_inputs, inputs, strict=True)) if not bitwise_equal(a, b)
             ]

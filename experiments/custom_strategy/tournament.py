@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from evokernel.exceptions import ConfigError
 from evokernel.strategies.base import GenerationalStrategy
-from evokernel.strategies.common import correct, initial_generation, mutation_operator
+from evokernel.strategies.common import initial_generation, mutation_operator
 from evokernel.types import Proposal
 from evokernel.view import RunView
 
@@ -34,7 +34,9 @@ class Tournament(GenerationalStrategy):
     def plan(self, view: RunView, generation: int) -> list[Proposal]:
         if generation == 0:
             return initial_generation(view, self.batch)
-        pool = correct(view.candidates(before=generation))
+        # view.correct draws by index (one query per draw), so a generation costs the same at 1M
+        # candidates as at 10; view.candidates(before=...) would read every one of them.
+        pool = view.correct(generation)
         if not pool:
             return []
         op = mutation_operator(view)

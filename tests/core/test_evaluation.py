@@ -10,6 +10,7 @@ import pytest
 from evokernel.config_schema import TimingConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, comparable, time_callable
 from evokernel.types import Status, Task
 
 FAST_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50)
@@ -149,14 +150,71 @@ def test_baselines_are_reused_only_for_the_same_device_and_software(axpy_task: T
     fresh = run_sandboxed(request(axpy_task, axpy_task.seed_source), timeout_s=120)
     key = fresh.details["timing"]["baseline_key"]
     assert fresh.details["timing"]["eager"]["cached"] is False
-    cached = {"key": key, "eager": {"median_ms": 123.0, "iqr_ms": 0.0, "cv": 0.0, "reps": 0}, "compile": None}
+    assert key["versions"].endswith(f"timing {TIMING_METHOD}")
+    assert fresh.details["timing"]["eager_graph"] is None  # no CUDA graphs on a CPU
+    entry = {"iqr_ms": 0.0, "cv": 0.0, "reps": 0}
+    cached = {
+        "key": key,
+        "eager": {"median_ms": 123.0, **entry},
+        "compile": None,
+        "eager_graph": {"median_ms": 45.0, **entry},
+        "compile_graph": None,
+    }
     req = build_request(
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=cached
     )
     ev = run_sandboxed(req, timeout_s=120)
     assert ev.eager_ms == 123.0 and ev.details["timing"]["eager"]["cached"] is True
+    # The cached graph figure travels with the eager one; a CPU-timed candidate has none, so the
+    # speedup compares the plain medians.
+    assert ev.details["timing"]["eager"]["graph_median_ms"] == 45.0
+    assert ev.details["timing"]["methods"]["eager"] == "perf_counter"
     other = {**cached, "key": {**key, "versions": "torch 0.0 / triton 0.0"}}
     req = build_request(
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=other
     )
     assert run_sandboxed(req, timeout_s=120).eager_ms != 123.0
+
+
+def test_speedups_compare_graph_figures_only_when_both_sides_are_launch_bound() -> None:
+    tiny = {"median_ms": 0.008, "graph_median_ms": 0.004, "launch_bound": True, "method": "cuda_events"}
+    tiny_eager = {"median_ms": 0.010, "graph_median_ms": 0.006, "launch_bound": True}
+    long_eager = {"median_ms": 0.060, "graph_median_ms": None, "launch_bound": False}
+    assert comparable(tiny, tiny_eager) == (0.004, 0.006, "cuda_graph")
+    assert comparable(tiny, long_eager) == (0.008, 0.060, "cuda_events")
+    assert comparable({**tiny, "launch_bound": False}, tiny_eager) == (0.008, 0.010, "cuda_events")
+    assert comparable(tiny, None) == (0.008, None, "cuda_events")
+
+
+def test_cpu_timing_reports_its_distribution_and_cost() -> None:
+    import torch
+
+    x = torch.randn(256, 256)
+    result = time_callable(lambda: x @ x, torch.device("cpu"), TimingSettings(warmup_ms=2, max_ms=50))
+    assert result.method == "perf_counter" and result.reps >= 10
+    assert result.p10_ms is not None and result.p90_ms is not None
+    assert result.p10_ms <= result.median_ms <= result.p90_ms
+    assert result.seconds is not None and result.seconds >= result.reps * result.p10_ms / 1e3
+    assert not result.launch_bound and result.graph_median_ms is None
+
+
+def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidates() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from evokernel.evaluation.integrity import ComputeOps, recomputed_reference
+
+    x, w, b = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6)
+    with torch.no_grad(), ComputeOps() as reference:
+        F.gelu(F.linear(x, w, b), approximate="tanh")
+    assert set(reference.ops) == {"addmm", "gelu"}
+    with torch.no_grad(), ComputeOps() as moves:
+        y = torch.empty_like(x).copy_(x).t().contiguous().view(-1)
+        y.add_(1.0)
+    assert dict(moves.ops) == {"add": 1}  # allocation, copy, views and layout changes are not compute
+    with torch.no_grad(), ComputeOps() as mixed:
+        torch.matmul(x, w.t())  # the epilogue would be the candidate's own kernel
+    assert recomputed_reference(dict(reference.ops), dict(mixed.ops)) is None
+    why = recomputed_reference(dict(reference.ops), {**reference.ops, "mm": 1})
+    assert why is not None and "addmm, gelu" in why
+    assert recomputed_reference({}, {"mm": 1}) is None  # nothing to recompute in a pure data move

@@ -24,12 +24,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDED = [t for t in load_tasks(ROOT / "experiments" / "tasks") if t.seed_source]
 GPU_TIMING = TimingConfig(warmup_ms=10, max_ms=200)
 # Runtime hacks of the CPU corpus worth repeating on a GPU (the caching allocator is the real
-# target of buffer reuse and uninitialised memory).
+# target of buffer reuse and uninitialised memory; the pytorch-recompute recorder must see through
+# compiled, not interpreted, Triton launches).
 CPU_HACKS_ON_GPU = (
     "buffer_reuse",
     "uninitialised_memory",
     "torch_ops_instead_of_kernel",
     "partial_computation",
+    "dummy_launch_torch_compute",
+    "triton_copy_then_torch_linear",
 )
 
 
@@ -96,3 +99,26 @@ def test_cpu_corpus_hack_is_refused_on_the_gpu_too(name: str) -> None:
 
     case = load_case(FIXTURES / "hacks" / f"{name}.py")
     check(run(load_task(case.task), case.path.read_text()), case.expect)
+
+
+def test_launch_bound_task_is_compared_graph_to_graph_with_clocks_recorded() -> None:
+    """axpy at n = 65536 takes a few us: both sides get CUDA-graph per-call figures, the speedup
+    compares those, and the graph figure is cached beside the eager one."""
+    from evokernel.evaluation.clocks import clock_state
+
+    task = load_task(FIXTURES / "tasks" / "axpy.py")
+    assert task.seed_source is not None
+    ev = run(task, task.seed_source)
+    assert ev.status is Status.CORRECT, f"{ev.status}: {ev.reason}\n{ev.feedback}"
+    timing = ev.details["timing"]
+    cand, eager = timing["candidate"], timing["eager"]
+    print(
+        {k: cand[k] for k in ("median_ms", "graph_median_ms", "graph_calls", "warmup_ms", "settled", "clock")}
+    )
+    assert cand["launch_bound"] and eager["launch_bound"], (cand["median_ms"], eager["median_ms"])
+    assert timing["methods"]["eager"] == "cuda_graph"
+    assert ev.runtime_ms == cand["graph_median_ms"] and ev.eager_ms == eager["graph_median_ms"]
+    assert timing["eager_graph"]["median_ms"] == eager["graph_median_ms"]
+    assert cand["graph_calls"] > 1 and cand["settled"] is not None
+    if clock_state(torch.device("cuda")):
+        assert cand["clock"]["start_sm_mhz"] > 0, cand["clock"]

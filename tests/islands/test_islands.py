@@ -82,3 +82,22 @@ def test_funsearch_reset_empties_the_weaker_half_and_reseeds_from_survivors() ->
 )
 def test_policies_resolve_by_name(kind: str, name: str, cls: type) -> None:
     assert resolve(kind, name) is cls
+
+
+def test_migrants_are_capped_per_island_and_the_share_holds_below_the_cap() -> None:
+    pops = {
+        0: members([scored(i, 0, 1, float(i)) for i in range(1, 11)], [], 0),  # 10 correct natives
+        1: members([scored(20, 1, 1, 1.0)], [], 1),
+    }
+    capped = RingMigration(fraction=0.5, max_migrants=3)
+    assert [m.id for m in capped.emigrants(pops, 0)] == [10, 9, 8]  # half of 10 is 5, capped at 3
+    assert [m.id for m in RingMigration(fraction=0.5, max_migrants=None).emigrants(pops, 0)] == [
+        10,
+        9,
+        8,
+        7,
+        6,
+    ]
+    assert [m.id for m in capped.emigrants(pops, 1)] == [20]  # at least one
+    moves = capped.moves(pops, 5, random.Random(0))
+    assert sorted((e.candidate, e.island) for e in moves) == [(8, 1), (9, 1), (10, 1), (20, 0)]

@@ -141,6 +141,23 @@ def test_fix_and_crossover_prompts_carry_every_parent(llm_server: LLMServer) -> 
     assert "load_inline" in systems[0] and "Target: Triton." in systems[1]
 
 
+def test_mutate_prompt_shows_extra_parents_as_context(llm_server: LLMServer) -> None:
+    """PIKE-O sends its top programs and inspirations as parents after the one to improve."""
+    top = _scored(8, PARENT.replace("PARENT_MARKER", "TOP_MARKER"), PARENT_EVAL)
+    inspiration = _scored(9, PARENT.replace("PARENT_MARKER", "INSPIRATION_MARKER"), None)
+    llm_server.push(Reply(GOOD_REPLY), Reply(GOOD_REPLY))
+    mutator = _mutator(_config(llm_server))
+    assert _run(mutator, _request(parents=(_scored(7, PARENT, PARENT_EVAL), top, inspiration))).ok
+    assert _run(mutator, _request()).ok
+    user = _user_prompt(llm_server, 0)
+    current = user.index("## Current implementation")
+    context = user.index("## Other implementations, for reference")
+    assert current < user.index("PARENT_MARKER") < context < user.index("TOP_MARKER")
+    assert context < user.index("INSPIRATION_MARKER") and "Candidate 9" in user
+    assert "Not evaluated yet" in user and user.count("1.5x vs eager") == 2  # parent's and top's
+    assert "Other implementations" not in _user_prompt(llm_server, 1)  # one parent: no context section
+
+
 def test_rate_limit_then_success_is_two_calls(llm_server: LLMServer) -> None:
     llm_server.push(HttpError(429, retry_after=1), Reply(GOOD_REPLY))
     start = time.monotonic()

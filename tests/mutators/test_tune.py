@@ -1,12 +1,15 @@
-"""The tune operator on real seed kernels of the bundled suite."""
+"""The tune operator on real seed kernels of the bundled suite: knobs, rewriting, and the moves of
+both searches (the model-based one learning from history is tested in test_tune_model.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from evokernel.mutators.base import MutationRequest
-from evokernel.mutators.tune import CHOICES, TuneMutator, apply_values, find_knobs, valid_setting
+from evokernel.mutators.tune import CHOICES, SEARCHES, TuneMutator, apply_values, find_knobs, valid_setting
 from evokernel.tasks import load_task
 from evokernel.types import Candidate, Proposal, Scored, source_hash
 
@@ -47,7 +50,7 @@ def run(mutator: TuneMutator, request: MutationRequest):
     return asyncio.run(mutator.mutate(request))
 
 
-def test_mutation_is_valid_reproducible_and_avoids_known() -> None:
+def test_random_move_is_valid_reproducible_and_avoids_known() -> None:
     parent = matmul_seed()
     proposal = Proposal(task="matmul_fp16", operator="tune", parents=(1,))
     req = MutationRequest(
@@ -56,7 +59,7 @@ def test_mutation_is_valid_reproducible_and_avoids_known() -> None:
         parents=(scored(parent),),
         rng_seed=7,
     )
-    tuner = TuneMutator(max_changes=2)
+    tuner = TuneMutator(max_changes=2, search="random")
     first, again = run(tuner, req), run(tuner, req)
     assert first.source is not None and first.source == again.source  # same seed, same child
     assert first.source != parent
@@ -70,9 +73,10 @@ def test_mutation_is_valid_reproducible_and_avoids_known() -> None:
     assert avoided.source is not None and avoided.source != first.source
 
 
-def test_exhausted_space_and_knobless_parent_fail_with_a_reason() -> None:
+@pytest.mark.parametrize("search", SEARCHES)
+def test_exhausted_space_and_knobless_parent_fail_with_a_reason(search: str) -> None:
     task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
-    tuner = TuneMutator()
+    tuner = TuneMutator(search=search)
     proposal = Proposal(task="t", operator="tune", parents=(1,))
     plain = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     res = run(tuner, MutationRequest(proposal=proposal, task=task, parents=(scored(plain),)))
@@ -84,7 +88,7 @@ def test_exhausted_space_and_knobless_parent_fail_with_a_reason() -> None:
 
 
 def test_knob_crossover_mixes_parents_of_one_structure() -> None:
-    """One change from parent a cannot raise both knobs; only taking b's values can."""
+    """Random move: one change from parent a cannot raise both knobs; only taking b's values can."""
     a = "k[g](x, BLOCK_SIZE=16, num_warps=1)\n"
     b = "k[g](x, BLOCK_SIZE=1024, num_warps=16)\n"
     task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
@@ -96,7 +100,7 @@ def test_knob_crossover_mixes_parents_of_one_structure() -> None:
             parents=(scored(a, 1), scored(b, 2)),
             rng_seed=seed,
         )
-        res = run(TuneMutator(max_changes=1), req)
+        res = run(TuneMutator(max_changes=1, search="random"), req)
         assert res.source is not None
         values = {k.name: k.value for k in find_knobs(res.source)}
         both_high += values["BLOCK_SIZE"] >= 512 and values["num_warps"] >= 8
@@ -132,12 +136,13 @@ def test_unmasked_kernel_blocks_only_shrink_and_space_overrides() -> None:
     assert block.choices == (32, 64)
 
 
-def test_num_warps_must_fit_the_tile() -> None:
+@pytest.mark.parametrize("search", SEARCHES)
+def test_num_warps_must_fit_the_tile(search: str) -> None:
     knobs = find_knobs("k[g](x, BLOCK_SIZE=64, num_warps=2)\nk[g](y, BLOCK_SIZE=16, num_warps=1)\n")
     assert valid_setting(knobs, [64, 2, 32, 1]) and not valid_setting(knobs, [64, 4, 32, 1])
     assert not valid_setting(knobs, [64, 2, 16, 1])  # 32 threads on 16 elements
     task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
-    tuner = TuneMutator(max_changes=2)
+    tuner = TuneMutator(max_changes=2, search=search)
     for seed in range(30):
         request = MutationRequest(
             proposal=Proposal(task="t", operator="tune", parents=(1,)),
@@ -149,3 +154,26 @@ def test_num_warps_must_fit_the_tile() -> None:
         assert res.source is not None
         values = {k.name: k.value for k in find_knobs(res.source)}
         assert 32 * values["num_warps"] <= values["BLOCK_SIZE"]
+
+
+def test_model_crossover_takes_each_knob_from_a_parent() -> None:
+    """Model search with two parents of one structure: every knob of the child is one parent's."""
+    a = "k[g](x, BLOCK_SIZE=16, num_warps=1, num_stages=1)\n"
+    b = "k[g](x, BLOCK_SIZE=1024, num_warps=16, num_stages=4)\n"
+    task = load_task(ROOT / "experiments/tasks/level1/matmul_fp16.py")
+    req = MutationRequest(
+        proposal=Proposal(task="t", operator="tune", parents=(1, 2)),
+        task=task,
+        parents=(scored(a, 1), scored(b, 2)),
+    )
+    res = run(TuneMutator(), req)
+    assert res.source is not None and res.source not in (a, b)
+    values = [k.value for k in find_knobs(res.source)]
+    assert all(v in pair for v, pair in zip(values, [(16, 1024), (1, 16), (1, 4)], strict=True))
+
+
+def test_unknown_search_is_a_config_error() -> None:
+    from evokernel.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=r"mutators\.tune\.search must be one of model, random"):
+        TuneMutator(search="bayes")

@@ -69,6 +69,8 @@ def test_bad_parameters_are_clear_errors() -> None:
         PikeO(features=["colour"])
     with pytest.raises(ConfigError, match="exploration \\+ exploitation"):
         PikeO(exploration_ratio=0.6, exploitation_ratio=0.6)
+    with pytest.raises(ConfigError, match="max_migrants"):
+        PikeO(max_migrants=0)
 
 
 def test_islands_migration_every_m_generations_and_migrants_stay(tmp_path: Path) -> None:

@@ -1,0 +1,415 @@
+"""Benchmark: evaluation throughput of the Ray pool against one-candidate-at-a-time evaluation.
+
+    python experiments/bench/eval_throughput.py                  # GPU machine: 35 Triton + 10 CUDA
+    python experiments/bench/eval_throughput.py --gpus 2         # two actors (2-GPU machine)
+    python experiments/bench/eval_throughput.py --quick          # a few candidates; runs on CPU too
+
+Question (issue 4): how many candidates per minute per GPU does the pool verify and time, and how
+does that compare with the sequential way of KernelBench and PIKE (a fresh process per candidate,
+one candidate at a time)? Goals: >= 60 Triton and >= 15 CUDA candidates/min/GPU, >= 5x sequential.
+
+Candidates (fixed, deterministic, all distinct sources so deduplication never inflates a figure;
+the script checks that no evaluation was deduplicated):
+* Triton (35): the bundled level-1/2 seeds with knob variations (block sizes, warps), 27 correct,
+  2 slow (tiny blocks, one warp), 3 incorrect (output scaled by 1.001), 3 compile errors (a
+  misspelt ``tl.load``).
+* CUDA (10): ``load_inline`` elementwise kernels written here over the bundled gelu, leaky_relu and
+  scale_bias_gelu tasks, each with its own threads-per-block / items-per-thread / extension name,
+  so every one is a separate nvcc build. Skipped on a CPU (no nvcc or device).
+
+Method. The pool: ``EvaluatorPool`` on a local Ray cluster with ``--gpus`` actors, baselines cached
+in a SQLite SolutionLibrary in a temp dir and measured before the clock starts (``pool.prepare``),
+as in a run after its first candidates; then each set is submitted at once and timed to the last
+result. The sequential baseline: the same requests (same cached baselines) through
+``run_sandboxed`` with its default launcher, a new interpreter per candidate, one at a time, on a
+stratified sample (``--baseline-sample`` Triton candidates, default 8, ``--baseline-cuda``,
+default 3; ``all`` for every one: a cold CUDA candidate costs about a minute), giving its
+candidates/min. GPU busy during timing = the time the GPUs' exclusive timing locks were held over
+the wall time of the set; NVML utilization is sampled beside it when pynvml is installed. The
+stage breakdown is the mean seconds per stage over the set's evaluations that reached the stage.
+
+The last line printed is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "experiments" / "tasks"
+BREAKDOWN = ("queue", "start", "build", "correctness", "timing")
+
+
+# ---- the candidates ---------------------------------------------------------------------------------
+def knobbed(source: str, block: int | None, warps: int | None, blocks: dict[str, int] | None = None) -> str:
+    if block is not None:
+        source = re.sub(r"BLOCK_SIZE=\d+", f"BLOCK_SIZE={block}", source, count=1)
+    for name, value in (blocks or {}).items():
+        source = re.sub(rf"{name}=\d+", f"{name}={value}", source, count=1)
+    if warps is not None:
+        source = re.sub(r"num_warps=\d+", f"num_warps={warps}", source, count=1)
+    return source
+
+
+WRONG = """
+
+_Exact = ModelNew
+
+
+class ModelNew(_Exact):
+    def forward(self, *args):
+        return super().forward(*args) * 1.001
+"""
+
+
+def triton_candidates() -> list[tuple[str, str, str]]:
+    """(kind, task file, source) for 35 Triton candidates."""
+    out: list[tuple[str, str, str]] = []
+    rows = {
+        "level1/gelu": [(128, 4), (256, 4), (512, 8), (1024, 8), (2048, 8)],
+        "level1/rmsnorm": [(128, 4), (256, 4), (512, 8), (1024, 8)],
+        "level1/softmax": [(128, 4), (256, 4), (512, 8), (1024, 8)],
+        "level1/layernorm": [(128, 4), (256, 4), (512, 8), (1024, 8)],
+        "level2/residual_add_layernorm": [(256, 4), (512, 8), (1024, 8)],
+        "level2/scale_bias_softmax": [(256, 4), (1024, 8)],
+    }
+    for task, knobs in rows.items():
+        seed = (TASKS / f"{task}.seed.py").read_text()
+        out += [("correct", task, knobbed(seed, b, w)) for b, w in knobs]
+    for task in ("level1/matmul_fp16", "level2/linear_bias_gelu"):
+        seed = (TASKS / f"{task}.seed.py").read_text()
+        tiles = [(64, 64, 32), (128, 64, 32)] + ([(64, 128, 64)] if task.endswith("fp16") else [])
+        for m, n, k in tiles:
+            out.append(("correct", task, knobbed(seed, None, 4, {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k})))
+    for task in ("level1/gelu", "level1/softmax"):
+        out.append(("slow", task, knobbed((TASKS / f"{task}.seed.py").read_text(), 16, 1)))
+    for task in ("level1/gelu", "level1/rmsnorm", "level1/softmax"):
+        out.append(("incorrect", task, (TASKS / f"{task}.seed.py").read_text() + WRONG))
+    for task in ("level1/gelu", "level1/layernorm", "level2/residual_add_layernorm"):
+        out.append(
+            ("compile_error", task, (TASKS / f"{task}.seed.py").read_text().replace("tl.load(", "tl.lod(", 1))
+        )
+    return out
+
+
+CUDA_OPS = {
+    "level1/gelu": (
+        "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))",
+        "",
+        "",
+        "_ext.run(x.contiguous(), x, x, 0.0)",
+    ),
+    "level1/leaky_relu": (
+        "v > 0.0f ? v : slope * v",
+        "negative_slope: float",
+        "self.negative_slope = float(negative_slope)",
+        "_ext.run(x.contiguous(), x, x, self.negative_slope)",
+    ),
+    "level2/scale_bias_gelu": (
+        "gelu_tanh(v * scale[i % dim] + bias[i % dim])",
+        "dim: int",
+        "self.scale = nn.Parameter(torch.ones(dim))\n        self.bias = nn.Parameter(torch.zeros(dim))",
+        "_ext.run(x.contiguous(), self.scale, self.bias, 0.0)",
+    ),
+}
+
+CUDA_TEMPLATE = '''"""{task}: elementwise CUDA kernel, {threads} threads x {items} items per thread."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+__device__ __forceinline__ float gelu_tanh(float u) {{
+    return 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
+}}
+
+__global__ void {name}_kernel(const float* __restrict__ x, const float* __restrict__ scale,
+                              const float* __restrict__ bias, float* __restrict__ y,
+                              long n, long dim, float slope) {{
+    long first = (blockIdx.x * (long)blockDim.x + threadIdx.x) * {items};
+#pragma unroll
+    for (int j = 0; j < {items}; ++j) {{
+        long i = first + j;
+        if (i < n) {{
+            float v = x[i];
+            y[i] = {expr};
+        }}
+    }}
+}}
+
+torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor bias, double slope) {{
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    long per_block = {threads}L * {items};
+    {name}_kernel<<<(n + per_block - 1) / per_block, {threads}>>>(
+        x.data_ptr<float>(), scale.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(),
+        n, scale.numel(), (float)slope);
+    return y;
+}}
+"""
+_ext = load_inline(
+    "{name}",
+    cpp_sources="torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor bias, double slope);",
+    cuda_sources=_SRC,
+    functions=["run"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self{args}) -> None:
+        super().__init__()
+        {init}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {call}
+'''
+
+
+def cuda_candidates() -> list[tuple[str, str, str]]:
+    shapes = {
+        "level1/gelu": [(128, 1), (256, 2), (512, 4), (1024, 1)],
+        "level1/leaky_relu": [(128, 2), (256, 1), (512, 2)],
+        "level2/scale_bias_gelu": [(128, 4), (256, 1), (1024, 2)],
+    }
+    out = []
+    for task, variants in shapes.items():
+        expr, args, init, call = CUDA_OPS[task]
+        for threads, items in variants:
+            name = f"evk_{task.split('/')[1]}_{threads}_{items}"
+            source = CUDA_TEMPLATE.format(
+                task=task,
+                name=name,
+                threads=threads,
+                items=items,
+                expr=expr,
+                args=f", {args}" if args else "",
+                init=init or "pass",
+                call=call,
+            )
+            out.append(("correct", task, source))
+    return out
+
+
+# ---- measuring ----------------------------------------------------------------------------------------
+class NvmlSampler:
+    """Mean GPU utilization (NVML, all visible GPUs) while running; None without pynvml or a GPU."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import torch
+
+        try:
+            count = torch.cuda.device_count()
+            if count == 0:
+                return
+            while not self._stop.wait(0.2):
+                self.samples.append(statistics.mean(torch.cuda.utilization(d) for d in range(count)))
+        except (ModuleNotFoundError, RuntimeError, ValueError) as exc:  # no pynvml / no NVML
+            print(f"(no NVML utilization: {type(exc).__name__}: {exc})", file=sys.stderr)
+
+    def __enter__(self) -> NvmlSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mean(self) -> float | None:
+        return round(statistics.mean(self.samples) / 100, 3) if self.samples else None
+
+
+def breakdown(evaluations: list[Any]) -> dict[str, float | None]:
+    from evokernel.poolhealth import stage_seconds
+
+    sums: dict[str, list[float]] = {s: [] for s in BREAKDOWN}
+    for ev in evaluations:
+        seconds = stage_seconds(ev)
+        if "start" not in seconds and "start_s" in ev.details:  # sequential: run_sandboxed records it there
+            seconds["start"] = float(ev.details["start_s"])
+        for stage, value in seconds.items():
+            sums[stage].append(value)
+    return {s: round(statistics.mean(v), 3) if v else None for s, v in sums.items()}
+
+
+def statuses(evaluations: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ev in evaluations:
+        out[ev.status.value] = out.get(ev.status.value, 0) + 1
+    return out
+
+
+async def through_pool(pool: Any, items: list[tuple[Any, str]], gpus: int) -> dict[str, Any]:
+    with NvmlSampler() as nvml:
+        start = time.monotonic()
+        evaluations = await asyncio.gather(*(pool.evaluate(task, source) for task, source in items))
+        wall = time.monotonic() - start
+    exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
+    early = sum(int((ev.details.get("gpu_lock") or {}).get("released_early", 0)) for ev in evaluations)
+    assert not any(ev.details.get("deduplicated") for ev in evaluations), "a candidate was deduplicated"
+    return {
+        "candidates": len(items),
+        "wall_s": round(wall, 2),
+        "per_min_per_gpu": round(len(items) / wall * 60 / gpus, 2),
+        "statuses": statuses(evaluations),
+        "stage_mean_s": breakdown(evaluations),
+        "timing_lock_busy": round(exclusive / (wall * gpus), 3),
+        "lock_released_early": early,
+        "nvml_utilization": nvml.mean(),
+        "_evaluations": evaluations,
+    }
+
+
+def sequential(pool: Any, items: list[tuple[Any, str]], timeout_s: float) -> dict[str, Any]:
+    """KernelBench/PIKE style: a new interpreter per candidate, one at a time (no Ray)."""
+    from evokernel.evaluation.sandbox import run_sandboxed
+
+    evaluations = []
+    start = time.monotonic()
+    for task, source in items:
+        request = pool.request(task, source, pool.known_baselines(task))
+        evaluations.append(run_sandboxed(request, timeout_s))
+    wall = time.monotonic() - start
+    return {
+        "candidates": len(items),
+        "wall_s": round(wall, 2),
+        "per_min": round(len(items) / wall * 60, 2),
+        "statuses": statuses(evaluations),
+        "stage_mean_s": breakdown(evaluations),
+        "_evaluations": evaluations,
+    }
+
+
+def sample(items: list[Any], n: int | None) -> list[Any]:
+    """Every k-th item (a stratified sample: the lists are grouped by task and kind)."""
+    if n is None or n >= len(items):
+        return items
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="6 Triton (+3 CUDA on a GPU) candidates")
+    parser.add_argument("--gpus", type=int, default=1, help="evaluator actors (GPUs; CPU actors on a CPU)")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="candidates per actor (0: the pool default)"
+    )
+    parser.add_argument("--baseline-sample", default="8", help="sequential Triton candidates, or 'all'")
+    parser.add_argument("--baseline-cuda", default="3", help="sequential CUDA candidates, or 'all'")
+    parser.add_argument(
+        "--only", choices=("triton", "cuda"), help="one set only (e.g. to stay under a time limit)"
+    )
+    parser.add_argument("--compile-baseline", default="auto", choices=("auto", "on", "off"))
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args()
+
+    import torch
+
+    from evokernel.config_schema import EvaluationConfig, RayConfig
+    from evokernel.db import SolutionLibrary
+    from evokernel.pool import EvaluatorPool
+    from evokernel.tasks import load_task
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    triton_set = triton_candidates()
+    cuda_set = cuda_candidates() if device == "cuda" else []
+    if args.quick:
+        triton_set = sample(triton_set, 6)
+        cuda_set = sample(cuda_set, 3)
+    if args.only == "cuda":
+        triton_set = []
+    elif args.only == "triton":
+        cuda_set = []
+    tasks = {name: load_task(TASKS / f"{name}.py") for name in {t for _, t, _ in triton_set + cuda_set}}
+    samples = {
+        label: None if value == "all" else (min(int(value), 3) if args.quick else int(value))
+        for label, value in (("triton", args.baseline_sample), ("cuda", args.baseline_cuda))
+    }
+
+    config = EvaluationConfig(
+        device=device,
+        timeout_s=args.timeout,
+        workers=args.gpus,
+        concurrency_per_worker=args.concurrency,
+        compile_baseline=args.compile_baseline,
+    )
+    results: dict[str, Any] = {"device": device, "gpus": args.gpus, "quick": args.quick}
+    with tempfile.TemporaryDirectory() as tmp:
+        library = SolutionLibrary(Path(tmp) / "baselines.db")
+        started = time.monotonic()
+        pool = EvaluatorPool(config, RayConfig(), baselines=library)
+
+        async def warm_up() -> str:
+            hardware = await pool.hardware()
+            await pool.prepare(list(tasks.values()))
+            return hardware.describe()
+
+        results["hardware"] = asyncio.run(warm_up())
+        results["concurrency_per_worker"] = pool.concurrency
+        results["setup_s"] = round(time.monotonic() - started, 1)
+        print(
+            f"{results['hardware']}: {args.gpus} actor(s) x {pool.concurrency}, "
+            f"Ray + runners + baselines of {len(tasks)} tasks in {results['setup_s']} s"
+        )
+        for label, items in (("triton", triton_set), ("cuda", cuda_set)):
+            if not items:
+                continue
+            pairs = [(tasks[t], s) for _, t, s in items]
+            pooled = asyncio.run(through_pool(pool, pairs, args.gpus))
+            kinds = [k for k, _, _ in items]
+            wrong = [
+                (k, ev.status.value, ev.reason[:120])
+                for k, ev in zip(kinds, pooled["_evaluations"], strict=True)
+                if (k in ("correct", "slow")) != (ev.status.value == "correct")
+            ]
+            pooled["unexpected"] = wrong
+            seq = sequential(pool, sample(pairs, samples[label]), args.timeout)
+            pooled["vs_sequential"] = round(pooled["per_min_per_gpu"] * args.gpus / seq["per_min"], 2)
+            for part in (pooled, seq):
+                part.pop("_evaluations")
+            results[label] = {"pool": pooled, "sequential": seq}
+            print(
+                f"{label}: pool {pooled['per_min_per_gpu']} candidates/min/GPU ({pooled['candidates']} in "
+                f"{pooled['wall_s']} s, {pooled['statuses']}); sequential {seq['per_min']}/min "
+                f"({seq['candidates']} in {seq['wall_s']} s); ratio {pooled['vs_sequential']}x"
+            )
+            print(f"  pool stage means (s): {pooled['stage_mean_s']}")
+            print(f"  sequential stage means (s): {seq['stage_mean_s']}")
+            print(
+                f"  timing lock held {pooled['timing_lock_busy']:.0%} of the wall time (NVML utilization "
+                f"{pooled['nvml_utilization']}); early lock releases {pooled['lock_released_early']}"
+            )
+            if wrong:
+                print(f"  unexpected verdicts: {wrong}")
+        results["health"] = pool.health()
+        pool.shutdown()
+        library.close()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Islands as a generation starts, read from the library's island index (:mod:`evokernel.db.index`).
+
+:class:`IslandIndex` answers what an island strategy asks at a boundary -- best member, counts, top
+members, the MAP-Elites grid, who lives where, a uniform draw over every correct candidate -- each
+with one or two indexed queries, so the cost of a boundary does not grow with the library. Building
+it folds only the generations not yet folded (one generation's candidates and events per boundary).
+
+Members read from the index carry a candidate id and a speedup only (no source, no lineage): what
+selection needs. Read a parent's source through the library when it is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import overload
+
+from evokernel.db.index import AsOf, IndexSnapshot, IndexState, Ranked, light_scored
+from evokernel.islands.model import Member
+from evokernel.types import Scored
+from evokernel.view import RunView
+
+
+def _member(r: Ranked) -> Member:
+    return Member(light_scored(r.candidate_id, -1, -1, "", r.speedup), migrant=r.migrant)
+
+
+class IslandIndex:
+    """Islands ``0..islands-1`` of ``view``'s task as ``generation`` starts: candidates of earlier
+    generations, and island events up to ``generation`` (``with_events``) or before it.
+
+    ``spec`` names the grid ``cell_of`` computes (features and bins): the index keeps one grid per
+    (run, task) and rebuilds it when the spec changes (None: members and the pool only). Reads are
+    one snapshot (:meth:`read`, one transaction) plus a primary-key lookup per draw from
+    :meth:`pool`; migration policies' natives queries come on top at migration boundaries only.
+    """
+
+    def __init__(
+        self,
+        view: RunView,
+        islands: int,
+        generation: int,
+        *,
+        spec: str | None,
+        cell_of: Callable[[Scored], str] | None,
+        with_events: bool,
+    ) -> None:
+        self.view = view
+        self.count = islands
+        events_through = generation if with_events else generation - 1
+        self.as_of = AsOf(generation, events_through)
+        self.state: IndexState = view.library.advance_island_index(
+            view.run_id,
+            view.task.name,
+            spec=spec,
+            cell_of=cell_of,
+            candidates_through=generation - 1,
+            events_through=events_through,
+        )
+        self.epochs = {i: self.state.epoch(i, events_through) for i in range(islands)}
+        # At the index's horizon (the engine's case) the grids come with its state; a read behind
+        # it (a fresh strategy re-planning the generation under way) assembles them from records.
+        state = self.state
+        self.at_horizon = (state.candidates_through, state.events_through) == (generation - 1, events_through)
+        self._read: tuple[tuple[int, int, int, bool], IndexSnapshot] | None = None
+
+    def read(
+        self, top_k: int = 1, archive_k: int = 0, count_limit: int = 1, grids: bool = False
+    ) -> IndexSnapshot:
+        """Each island's size (counted up to ``count_limit``), ``top_k`` fastest members (and grid),
+        the pool size, and the ``archive_k`` fastest correct candidates with the islands they live
+        on: one transaction, kept and read again only when more is asked for."""
+        want = (top_k, archive_k, count_limit, grids)
+        if self._read is not None:
+            have, snapshot = self._read
+            if all(h >= w for h, w in zip(have, want, strict=True)):
+                return snapshot
+            want = (max(top_k, have[0]), max(archive_k, have[1]), max(count_limit, have[2]), grids or have[3])
+        snapshot = self.view.library.index_snapshot(
+            self.view.run_id,
+            self.view.task.name,
+            self.state,
+            self.as_of,
+            self.epochs,
+            top_k=want[0],
+            archive_k=want[1],
+            count_limit=want[2],
+            grids=want[3],
+        )
+        self._read = (want, snapshot)
+        return snapshot
+
+    # ---- IslandsState (what migration and reset policies read) -----------------------------------
+    def islands(self) -> list[int]:
+        return list(range(self.count))
+
+    def best(self, island: int) -> Member | None:
+        top = self.read().islands[island].top
+        return _member(top[0]) if top else None
+
+    def natives(self, island: int, limit: int | None) -> int:
+        return self._count(island, limit, natives_only=True)
+
+    def top_natives(self, island: int, k: int) -> list[Member]:
+        return [_member(r) for r in self._top(island, k, migrant=False)]
+
+    def holding(self, candidates: list[int], islands: list[int]) -> set[tuple[int, int]]:
+        epochs = {i: self.epochs[i] for i in islands if i in self.epochs}
+        lib, view = self.view.library, self.view
+        return lib.index_holding(view.run_id, view.task.name, candidates, epochs, self.as_of)
+
+    # ---- what a plan reads ------------------------------------------------------------------------
+    def members(self, island: int, limit: int | None) -> int:
+        """Correct members of the island; counting stops at ``limit``."""
+        if limit is None:
+            return self._count(island, None)
+        return min(limit, self.read(count_limit=limit).islands[island].size)
+
+    def top(self, island: int, k: int) -> list[Member]:
+        """The island's k fastest correct members, best first (ties: the older candidate)."""
+        return [_member(r) for r in self.read(top_k=k).islands[island].top[:k]]
+
+    def grid(self, island: int) -> list[Member]:
+        """The MAP-Elites grid: each occupied cell's fastest member, fastest first."""
+        if self.at_horizon:
+            return [_member(r) for r in self.state.grids.get((island, self.epochs[island]), [])]
+        return [_member(r) for r in self.read(grids=True).islands[island].grid]
+
+    def archive(self, k: int) -> list[Member]:
+        """The k fastest correct candidates of earlier generations, on any island, best first."""
+        return [_member(r) for r in self.read(archive_k=k).archive[:k]]
+
+    def archive_holding(self) -> set[tuple[int, int]]:
+        """(island, candidate) pairs for the members of :meth:`archive` (as last read)."""
+        return self.read().holding
+
+    def pool(self) -> CorrectPool:
+        """Every correct candidate of earlier generations, as a sequence for ``rng.choice``."""
+        return CorrectPool(self.view, self.read().pool)
+
+    def _count(self, island: int, limit: int | None, natives_only: bool = False) -> int:
+        lib, view = self.view.library, self.view
+        k = limit if limit is not None else 1 << 62
+        epoch = self.epochs[island]
+        return lib.index_count(view.run_id, view.task.name, island, epoch, k, self.as_of, natives_only)
+
+    def _top(self, island: int, k: int | None, migrant: bool | None) -> list[Ranked]:
+        lib, view = self.view.library, self.view
+        limit = k if k is not None else 1 << 62
+        epoch = self.epochs[island]
+        return lib.index_top(view.run_id, view.task.name, island, epoch, limit, self.as_of, migrant)
+
+
+class CorrectPool(Sequence[Member]):
+    """The correct candidates of generations < ``before``, numbered generation by generation
+    (fastest first within one); indexing is one primary-key lookup."""
+
+    def __init__(self, view: RunView, size: int) -> None:
+        self.view = view
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> Member: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Member]: ...
+
+    def __getitem__(self, index: int | slice) -> Member | Sequence[Member]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.size))]
+        if not -self.size <= index < self.size:
+            raise IndexError(f"pool index {index} out of range ({self.size} candidates)")
+        ordinal = index % self.size
+        return _member(self.view.library.index_pool_at(self.view.run_id, self.view.task.name, ordinal))
+
+    def __iter__(self) -> Iterator[Member]:
+        return (self[i] for i in range(self.size))
