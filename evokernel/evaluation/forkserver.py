@@ -15,7 +15,13 @@ write. Isolation stays what :mod:`evokernel.evaluation.sandbox` and
   and triton, nothing touches a device), so every candidate still gets fresh CUDA contexts in
   its own supervisor and worker. A candidate that corrupts its context (an illegal address, a
   hung kernel) cannot affect a later candidate: nothing of that context outlives its process
-  group, and the server that forks the next one never had one.
+  group, and the server that forks the next one never had one. "Never touches a device" includes
+  the driver's device count: ``torch.utils.cpp_extension`` asks ``torch.cuda.is_available()`` at
+  import, which by default calls ``cudaGetDeviceCount`` and marks every later fork as unable to
+  use CUDA ("Cannot re-initialize CUDA in forked subprocess"); the server asks NVML instead
+  (``PYTORCH_NVML_BASED_CUDA_CHECK=1``) and, before it answers hello, forks a probe to confirm
+  that a child can still initialise CUDA; if not, it says why and exits, and the actor uses the
+  cold path.
 * **Same process tree as the cold path.** The child calls ``setsid()`` (its own session and
   process group, which the actor kills at the timeout with ``os.killpg``), changes to its own
   temporary working directory, replaces its environment with the candidate's (per-candidate
@@ -76,11 +82,41 @@ def _preload() -> None:
     import evokernel.evaluation.harness  # noqa: F401
 
 
+POISONED = (
+    "the fork-server's imports initialised the CUDA driver, so its children could not use CUDA "
+    "(is NVML missing?)"
+)
+
+
+def _children_can_use_cuda() -> bool:
+    """Fork a probe: torch marks a child "in bad fork" when its parent initialised CUDA."""
+    import torch
+
+    in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)
+    if in_bad_fork is None:  # a CPU-only torch build: nothing to poison
+        return True
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, b"1" if in_bad_fork() else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return answer == b"0"
+
+
 def serve(sock: socket.socket) -> None:
     from evokernel.evaluation import guards
 
     guards.hide_from_children()
+    # Read by torch.cuda.is_available() at call time; the children get the candidate's own env.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     _preload()
+    if not _children_can_use_cuda():
+        sock.send(json.dumps({"ready": False, "error": POISONED}).encode())
+        return
     # Python 3.12 warns on every fork of a process with several OS threads; importing torch starts
     # one idle native thread (the cold path's supervisor forks its worker with it too).
     warnings.filterwarnings(
@@ -252,6 +288,8 @@ class ForkServer:
                     if message.get("ready"):
                         self.ready = True
                         self._ours_ready.set()
+                    elif "error" in message and "id" not in message:
+                        reason = f"the fork-server refused to start: {message['error']}"
                     elif "id" in message:
                         self._started[int(message["id"])] = message
                     else:

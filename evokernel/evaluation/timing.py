@@ -22,8 +22,17 @@ time divided by the calls. It is the per-call GPU time with launch overhead remo
 working set warm in L2; :func:`comparable` uses it for a speedup only when both sides are
 launch-bound and have it, so a speedup always compares two figures taken the same way.
 
-``wall_median_ms`` is the median of a few calls bracketed by device synchronizes on the host clock:
-work the candidate hides on a side stream shows there, not in the events.
+``wall_median_ms`` is the median of a few calls bracketed by device synchronizes on the host clock,
+and ``sync_wait_ms`` the part of it after the call returned: GPU work still pending then. Work the
+candidate leaves running on a side stream shows in the wait, not in the events (work it waits for
+inside the call shows in the events, whose end is recorded after the call returns). The wait
+leaves out the call's host overhead, which grows with CPU load (eight concurrent nvcc builds
+stretched a load_inline call's wall time to 0.14 ms for a 5 us kernel). ``probe_wall_ms`` and
+``probe_wait_ms`` are the same figures for a one-element ``add_`` timed between those calls: when
+another CUDA context keeps the GPU busy (a hung kernel of a candidate past its lock's patience,
+another job on the GPU) the GPU time-slices between contexts (~2 ms slices on an H100) and every
+synchronized call waits for a slice, the probe's too. The side-stream check compares the call's
+wait with the probe's, and ``contended`` says the figures were taken on a shared GPU.
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ GRAPH_REPLAY_MS = 0.2
 GRAPH_MAX_CALLS = 100
 # Synchronized host-clock calls taken after the event samples, for the side-stream check.
 WALL_REPS = 5
+# A synchronized one-element add takes ~20-50 us on an idle GPU; a time-sliced one waits for a slice.
+CONTENDED_PROBE_MS = 0.5
 BATCH = 10
 
 
@@ -76,6 +87,10 @@ class TimingResult:
     p10_ms: float | None = None
     p90_ms: float | None = None
     wall_median_ms: float | None = None
+    sync_wait_ms: float | None = None
+    probe_wall_ms: float | None = None
+    probe_wait_ms: float | None = None
+    contended: bool | None = None
     graph_median_ms: float | None = None
     graph_calls: int | None = None
     launch_bound: bool = False
@@ -137,14 +152,18 @@ def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingS
         flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
         result = _time_cuda(fn, device, settings, flush, calls=1)
         del flush
-        wall = _wall_median(fn, device)
+        walls = _wall_medians(fn, device)
         launch_bound = 0 < result.median_ms * 1e3 < settings.launch_bound_us
         graph = None
         if settings.cuda_graph or launch_bound:
             graph = _time_graph(fn, device, settings, result.median_ms)
         result = replace(
             result,
-            wall_median_ms=wall,
+            wall_median_ms=walls["wall"],
+            sync_wait_ms=walls["wait"],
+            probe_wall_ms=walls["probe_wall"],
+            probe_wait_ms=walls["probe_wait"],
+            contended=walls["probe_wall"] > CONTENDED_PROBE_MS,
             graph_median_ms=graph[0] if graph else None,
             graph_calls=graph[1] if graph else None,
             launch_bound=launch_bound,
@@ -152,15 +171,23 @@ def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingS
     return replace(result, seconds=round(time.perf_counter() - start, 4))
 
 
-def _wall_median(fn: Callable[[], Any], device: torch.device) -> float:
-    samples = []
+def _wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, float]:
+    """Host-clock medians (ms) of synchronized calls of ``fn`` and of a trivial probe, interleaved
+    so both see the same contention: ``wall`` (the whole call) and ``wait`` (from the call's
+    return to the end of the device synchronize: the GPU work still pending when it returned)."""
+    probe = torch.zeros(1, device=device)
+    samples: dict[str, list[float]] = {"wall": [], "wait": [], "probe_wall": [], "probe_wait": []}
     for _ in range(WALL_REPS):
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(device)
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+        for target, prefix in ((fn, ""), (lambda: probe.add_(1), "probe_")):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            target()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize(device)
+            t2 = time.perf_counter()
+            samples[prefix + "wall"].append((t2 - t0) * 1e3)
+            samples[prefix + "wait"].append((t2 - t1) * 1e3)
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def _time_graph(

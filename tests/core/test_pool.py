@@ -304,7 +304,8 @@ def test_warm_runners_on_a_gpu_keep_faults_to_their_candidate(local_ray: None, a
     """On the GPU machine: CUDA faults and a hung kernel beside correct Triton and load_inline
     candidates on one actor; the next candidates are fine; the fork-server never holds a context."""
     faults = FIXTURES / "faults"
-    config = EvaluationConfig(device="cuda", timeout_s=45, timing=FAST, workers=1, concurrency_per_worker=4)
+    # 120 s: a cold load_inline build (nvcc on torch's headers) takes ~60-70 s on the GPU machine.
+    config = EvaluationConfig(device="cuda", timeout_s=120, timing=FAST, workers=1, concurrency_per_worker=4)
     gpu_pool = EvaluatorPool(config, RayConfig())
     try:
         sources = [
