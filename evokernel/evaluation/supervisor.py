@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +62,28 @@ class Supervisor:
         return self.base_deadline + self.gpu.waited_s
 
     # ---- the worker link ------------------------------------------------------------------
-    def ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]:
+    def ask(
+        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None = None
+    ) -> tuple[dict[str, Any], bytearray]:
+        """Send ``command`` and return the worker's answer; ``meanwhile`` (the supervisor's own
+        share of the step, e.g. the reference run of a trial) runs while the worker works."""
         with self.gpu.hold(str(command["op"])):
-            return self._ask(command)
+            return self._ask(command, meanwhile)
 
-    def _ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]:
-        remaining = self.deadline - time.perf_counter()
+    def _ask(
+        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None
+    ) -> tuple[dict[str, Any], bytearray]:
         try:
+            if self.deadline - time.perf_counter() <= 0:
+                raise TimeoutError
+            self.sock.settimeout(self.deadline - time.perf_counter())
+            channel.send(self.sock, command)
+            if meanwhile is not None:
+                meanwhile()
+            remaining = self.deadline - time.perf_counter()
             if remaining <= 0:
                 raise TimeoutError
             self.sock.settimeout(remaining)
-            channel.send(self.sock, command)
             header, blob = channel.recv(self.sock)
         except TimeoutError as exc:
             self.kill_worker()
@@ -219,17 +231,25 @@ class Supervisor:
         # ATen compute ops of both sides, for the pytorch-recompute rule, on the default sizes' last
         # seed: the seeds before it speak first (a wrong or non-tensor output is reported as such).
         record = index == 0 and seed == int(self.request["seeds"]) - 1
+        reference_ops = integrity.ComputeOps()
+        recording = reference_ops if record else contextlib.nullcontext()
+        expected: list[Any] = []
+
+        def run_reference() -> None:
+            # While the worker runs its trial: at full sizes, making the inputs on the host (the
+            # tasks' get_inputs) and the reference call take about as long as the trial.
+            inputs = make_inputs(task, trial_seed, self.device)
+            with torch.no_grad(), recording:
+                expected.extend(flatten(reference(*clone(inputs))))
+
         started = time.monotonic()
-        header, blob = self.ask({"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record})
+        header, blob = self.ask(
+            {"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record}, run_reference
+        )
         trial_s = time.monotonic() - started  # the first trial of a variant includes its JIT builds
         where = f"{label}, seed {seed}"
         for n, facts in enumerate(header.get("runs", [])):
             self.check_facts(facts, f"{where}, run {n + 1}")
-        inputs = make_inputs(task, trial_seed, self.device)
-        reference_ops = integrity.ComputeOps()
-        recording = reference_ops if record else contextlib.nullcontext()
-        with torch.no_grad(), self.gpu.hold("reference"), recording:
-            expected = flatten(reference(*clone(inputs)))
         try:
             got = channel.decode_tensors(list(header["outputs"]), blob)
         except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
