@@ -12,9 +12,11 @@ Plain Bayesian optimisation, sized for ~100-3000 settings and ~5-300 evaluations
   knob: per-knob main effects, learnable from few points) and a product part (the same over all
   knobs jointly: interactions such as tile size x warps). Its three hyperparameters (length
   scale, additive share, signal scale) are picked from a small grid by marginal likelihood;
-* expected improvement chooses among the untried candidates; settings proposed but not yet
-  measured (siblings of the same generation) enter as "kriging believers" -- observed at their
-  predicted mean -- so a batch spreads out instead of proposing the same optimum four times.
+* expected improvement chooses among the untried candidates it is given (the tune operator gives
+  it either the whole space or a trust region around the incumbent, see :mod:`.tune`); settings
+  proposed but not yet measured (siblings of the same generation) enter as "kriging believers" --
+  observed at their predicted mean -- so a batch spreads out instead of proposing the same optimum
+  four times.
 
 Everything is deterministic given its inputs (ties go to the earlier candidate), so a proposal is
 reproducible from the request alone. Cost: a Cholesky of the observations per hyperparameter
@@ -42,10 +44,8 @@ MIN_FIT = 5
 DEFAULT = (1.0, 0.5, 0.3, 0.02)
 # The model fits at most this many correct observations (~1 ms per Cholesky at 128).
 MAX_OBSERVATIONS = 128
-ACQUISITION = "ei"
+# Log runtimes above median + CAP * (median - fastest) are clipped to that bound (see rank()).
 CAP = 1.0
-INITIAL = 0
-THOMPSON_POOL = 64
 # Length scale (doublings) of a failure's shadow on its neighbours; see feasibility().
 FAIL_LENGTH = 0.5
 # Improvement counted only beyond ~0.5 %: smaller gains are within the timing noise.
@@ -124,15 +124,6 @@ class Surrogate:
         var = np.maximum(self.signal**2 - (v * v).sum(axis=0), 1e-12)
         return mean, np.sqrt(var)
 
-    def sample(self, xs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One joint draw of log runtime at ``xs`` from the posterior (Thompson sampling)."""
-        cross = self.signal**2 * _kernel(xs, self.x, self.length, self.additive)
-        mean = self.mean + cross @ self.alpha
-        v = np.linalg.solve(self.chol, cross.T)
-        cov = self.signal**2 * _kernel(xs, xs, self.length, self.additive) - v.T @ v
-        chol = np.linalg.cholesky(cov + 1e-6 * np.eye(len(xs)))
-        return mean + chol @ rng.standard_normal(len(xs))
-
     def believe(self, xs: np.ndarray) -> Surrogate:
         """The same model with ``xs`` observed at its own predicted mean (pending evaluations)."""
         if len(xs) == 0:
@@ -170,7 +161,6 @@ def rank(
     observed: Sequence[Observation],
     pending: Sequence[Setting],
     candidates: Sequence[Setting],
-    rng: np.random.Generator | None = None,
     features: Callable[[Sequence[Setting]], np.ndarray] = encode,
 ) -> list[int]:
     """Indices of ``candidates`` from most to least promising: expected improvement under the
@@ -185,18 +175,11 @@ def rank(
         return sorted(range(len(candidates)), key=lambda i: (-float(chance[i]), i))
     if len(ok) > MAX_OBSERVATIONS:  # the fastest: where the optimum is; slow regions are known
         ok = sorted(ok, key=lambda o: (o.runtime_ms, o.setting))[:MAX_OBSERVATIONS]
-    if len(ok) < INITIAL and rng is not None:
-        # The initial design: with one or two observations any model is a guess, and a guess
-        # that always sends the first generation to the same corners of the space biases every
-        # run alike; uniform draws (spread by the siblings in avoid) explore without that bias.
-        first = int(rng.integers(len(candidates)))
-        return [first, *(i for i in range(len(candidates)) if i != first)]
     y = np.log(np.array([o.runtime_ms for o in ok], dtype=float))
-    if CAP:
-        # Only the fast end matters: a setting many times slower than the rest (a tile far too
-        # small for its warps) would otherwise pull its whole neighbourhood down with it.
-        middle = float(np.median(y))
-        y = np.minimum(y, middle + CAP * (middle - float(y.min())))
+    # Only the fast end matters: a setting many times slower than the rest (a tile far too small
+    # for its warps) would otherwise pull its whole neighbourhood down with it.
+    middle = float(np.median(y))
+    y = np.minimum(y, middle + CAP * (middle - float(y.min())))
     xs = features(list(candidates))
     model = Surrogate.fit(features([o.setting for o in ok]), y)
     model = model.believe(features(list(pending)) if pending else np.empty((0, model.x.shape[1])))
@@ -205,11 +188,4 @@ def rank(
     # measurement is partly luck.
     incumbent = float(model.predict(model.x[: len(ok)])[0].min())
     score = expected_improvement(mean, std, incumbent) * chance
-    order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), i))
-    if rng is None or ACQUISITION == "ei":
-        return order
-    top = order[:THOMPSON_POOL]
-    draw = model.sample(xs[top], rng)
-    draw[rng.random(len(top)) > chance[top]] = np.inf  # this draw says: it fails
-    first = top[int(np.argmin(draw))]
-    return [first, *(i for i in order if i != first)]
+    return sorted(range(len(candidates)), key=lambda i: (-float(score[i]), i))
