@@ -28,10 +28,13 @@ from evokernel.evaluation.loading import build_reference, clone, flatten, load_m
 from evokernel.evaluation.timing import comparable
 from evokernel.types import Evaluation, Status
 
-# Side-stream check: event time covers only the current stream; a synchronized host-clock call
-# covers all work. Honest calls differ by launch/sync overhead (tens of us), not by a multiple.
-SIDE_STREAM_RATIO = 2.0
-SIDE_STREAM_SLACK_MS = 0.1
+# Side-stream check: events time only the current stream; work left on other streams shows as
+# a tail after it (timing.py).
+# Work outside the timed stream tolerated per call: a quarter of the timed median plus 50 us of
+# host jitter. A legit call leaves no such work; the side-stream hack of the corpus leaves ~0.5 ms
+# against a 0.24 ms median (timing.py).
+SIDE_STREAM_RATIO = 0.25
+SIDE_STREAM_SLACK_MS = 0.05
 
 
 class StageFailure(Exception):
@@ -296,15 +299,15 @@ class Supervisor:
             raise self.reject("own-kernel", "some timed calls launched no kernel (a cached result?)")
         self.check_facts({**header, "launches": 1}, "timing")
         new = header["timing"]
-        # GPU work still pending when the call returned, beyond what a trivial probe timed the
-        # same way waits (a GPU time-sliced with another context stretches every wait; timing.py).
-        wait, probe = new.get("sync_wait_ms"), float(new.get("probe_wait_ms") or 0.0)
-        if wait is not None and wait - probe > SIDE_STREAM_RATIO * new["median_ms"] + SIDE_STREAM_SLACK_MS:
+        # GPU work left running on other streams after the timed stream had finished, beyond a
+        # trivial probe's (the synchronize's own cost under the same load; timing.py).
+        tail, probe = new.get("stream_tail_ms"), float(new.get("probe_tail_ms") or 0.0)
+        if tail is not None and tail - probe > SIDE_STREAM_RATIO * new["median_ms"] + SIDE_STREAM_SLACK_MS:
             raise self.reject(
                 "side-stream",
-                f"the GPU was still busy {wait:.4g} ms after the call returned (a trivial kernel: "
-                f"{probe:.4g} ms) but its stream took only {new['median_ms']:.4g} ms: work ran "
-                "outside the timed stream",
+                f"the GPU was still busy {tail:.4g} ms after the timed stream had finished (a trivial "
+                f"kernel: {probe:.4g} ms) but that stream took only {new['median_ms']:.4g} ms a call: "
+                "work ran outside the timed stream",
             )
         self.stop_worker()
         task = load_module(
