@@ -4,6 +4,7 @@
     python experiments/bench/tune_search.py --device cpu --small --reps 3 --tasks softmax   # CPU check
     python experiments/bench/tune_search.py --tasks softmax rmsnorm matmul_fp16 --save-table t.json
     python experiments/bench/tune_search.py --table t.json     # replay a saved table: CPU, seconds
+    python experiments/bench/tune_search.py --device cpu --table experiments/bench/data/tune_tables_h100_heldout.json
 
 Question: does evokernel's tune operator, inside a PIKE-B-style search, find >= 98 % of the best
 knob setting's speed within <= 20 % of the evaluations the exhaustive grid needs?
@@ -54,6 +55,7 @@ import sys
 if __name__ == "__main__" and "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
 
+import functools
 import itertools
 import json
 import math
@@ -234,7 +236,7 @@ def measure(task: Task, space: dict[str, list[int]], device: torch.device, scale
                     verdict = compare(got, expected, task.tolerance)
                     if not verdict.ok:
                         raise ValueError(verdict.message)
-                    ms[setting] = time_callable(lambda m=model: m(*inputs), device, settings).median_ms
+                    ms[setting] = time_callable(functools.partial(model, *inputs), device, settings).median_ms
             except Exception as exc:  # noqa: BLE001 - any failure of a setting is its result
                 ms[setting] = math.inf
                 failures[setting] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[
@@ -365,7 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device(args.device)
         scale = "small" if args.small else "full"
         name = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU (Triton interpreter)"
-        to_save = {"format": TABLE_FORMAT, "environment": environment(device), "scale": scale, "tasks": {}}
+        to_save: dict[str, Any] = {
+            "format": TABLE_FORMAT,
+            "environment": environment(device),
+            "scale": scale,
+            "tasks": {},
+        }
     source = f"table {args.table}" if args.table is not None else "measured"
     print(f"tune_search on {name} ({source}), scale={scale}, reps={args.reps}", flush=True)
     out: dict[str, Any] = {}
