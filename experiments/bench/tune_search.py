@@ -4,7 +4,7 @@
     python experiments/bench/tune_search.py --device cpu --small --reps 3 --tasks softmax   # CPU check
     python experiments/bench/tune_search.py --tasks softmax rmsnorm matmul_fp16 --save-table t.json
     python experiments/bench/tune_search.py --table t.json     # replay a saved table: CPU, seconds
-    python experiments/bench/tune_search.py --device cpu --table experiments/bench/data/tune_tables_h100_heldout.json
+    python experiments/bench/tune_search.py --table experiments/bench/data/tune_tables_h100_heldout.json
 
 Question: does evokernel's tune operator, inside a PIKE-B-style search, find >= 98 % of the best
 knob setting's speed within <= 20 % of the evaluations the exhaustive grid needs?
