@@ -1,6 +1,7 @@
 """Timing fidelity on a GPU: do evokernel's medians and speedups reproduce across fresh processes?
 
-    python3 experiments/bench/timing_fidelity.py [--details PATH]   # on the GPU machine, ~3-4 min
+    python3 experiments/bench/timing_fidelity.py [--details PATH]   # on the GPU machine, ~3.5 min
+    python3 experiments/bench/timing_fidelity.py --kernels softmax,rmsnorm   # a subset, by name
 
 For 11 kernels (the 8 bundled Triton seeds at full size, all >= 50 us of eager work, and three
 tiny launch-bound ones: axpy at n = 65536 with two block sizes and leaky ReLU at 16 x 256), it
@@ -17,6 +18,10 @@ the same inputs, in this order:
 * **paired**: candidate and eager timed in alternating batches of 10 flushed calls in one loop
   (ABAB), which cancels slow clock/thermal drift between the two sides (diagnostic for the
   speedup-spread hypothesis; the verifier cannot pair, see docs/benchmarks.md).
+* **alloc3**: ours over three input allocations in the process (seeds 0, 1, 2, all alive at
+  once, so each lies elsewhere in device memory), the median of the three medians (event
+  figures): diagnostic for the hypothesis that the per-process offset left in ours comes from
+  where the buffers were placed.
 * **kb**: a KernelBench-style comparator implemented here: 3 warmup calls, 100 timed calls each
   bracketed by CUDA events after an L2 flush, the mean.
 
@@ -61,15 +66,26 @@ TINY = [
 ]
 KB_WARMUP, KB_CALLS = 3, 100
 PAIRED_MIN_BATCHES, PAIRED_MAX_MS = 5, 400.0
+METHODS = ("ours", "short", "paired", "alloc3", "kb")
 
 
-def kernels() -> list[tuple[str, Path, Path, dict[str, Any]]]:
+def kernels(only: list[str] | None = None) -> list[tuple[str, Path, Path, dict[str, Any]]]:
     from evokernel.tasks import load_tasks
 
     seeded: list[tuple[str, Path, Path, dict[str, Any]]] = [
         (t.name, Path(t.path), Path(t.seed_path), {}) for t in load_tasks(TASKS) if t.seed_path
     ]
-    return seeded + TINY
+    every = seeded + TINY
+    if only is None:
+        return every
+    unknown = sorted(set(only) - {k[0] for k in every})
+    if unknown:
+        raise SystemExit(f"unknown kernels {unknown}; known: {', '.join(k[0] for k in every)}")
+    return [k for k in every if k[0] in only]
+
+
+def _only() -> list[str] | None:
+    return sys.argv[sys.argv.index("--kernels") + 1].split(",") if "--kernels" in sys.argv else None
 
 
 def kernelbench_mean_ms(fn: Callable[[], Any], device: Any) -> float:
@@ -129,7 +145,7 @@ def once() -> dict[str, Any]:
     ours = TimingSettings(**asdict(TimingConfig()))
     short = replace(ours, warmup_ms=25.0, settle_max_ms=0.0, launch_bound_us=0.0)
     out: dict[str, Any] = {"clocks": gpu_clocks(device), "nvml_at_start": clock_state(device), "kernels": {}}
-    for name, task_path, cand_path, overrides in kernels():
+    for name, task_path, cand_path, overrides in kernels(_only()):
         task = load_module(task_path, f"task_{name}", overrides)
         cand = load_module(cand_path, f"cand_{name}")
         reference = build_reference(task, device)
@@ -148,6 +164,12 @@ def once() -> dict[str, Any]:
                 row[f"ours_{label}"] = time_callable(call, device, ours).to_dict()
             cand_ms, eager_ms, method = comparable(row["ours_cand"], row["ours_eager"])
             row.update(ours_cand_ms=cand_ms, ours_eager_ms=eager_ms, ours_method=method)
+            more = [make_inputs(task, seed, device) for seed in (1, 2)]
+            for label, model in (("cand", candidate), ("eager", reference)):
+                medians = [row[f"ours_{label}"]["median_ms"]]
+                medians += [time_callable(functools.partial(model, *x), device, ours).median_ms for x in more]
+                row[f"alloc3_{label}_ms"] = statistics.median(medians)
+            del more
             for label, call in calls.items():
                 row[f"short_{label}_ms"] = time_callable(call, device, short).median_ms
             paired = paired_medians(calls, device, ours.target_rse)
@@ -169,7 +191,7 @@ def spreads(k: list[dict[str, Any]]) -> dict[str, Any]:
         "cand_us": round(1000 * statistics.median(x["ours_cand"]["median_ms"] for x in k), 2),
         "method": k[0]["ours_method"],
     }
-    for m in ("ours", "short", "paired", "kb"):
+    for m in METHODS:
         cand = [x[f"{m}_cand_ms"] for x in k]
         eager = [x[f"{m}_eager_ms"] for x in k]
         row[f"{m}_rt"] = round(spread(cand), 3)
@@ -204,15 +226,19 @@ def main() -> int:
     runs = []
     for i in range(RUNS):
         proc = subprocess.run(
-            [sys.executable, __file__, "--once"], capture_output=True, text=True, timeout=600, check=False
+            [sys.executable, __file__, "--once", *sys.argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         if proc.returncode != 0:
             print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
             return 1
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"run {i + 1}/{RUNS} done ({time.perf_counter() - start:.0f} s)", flush=True)
-    if details_path:
-        details_path.write_text(json.dumps(runs, indent=1))
+        if details_path:  # after every run: a run cut off by a time limit keeps what it measured
+            details_path.write_text(json.dumps(runs, indent=1))
     summary = report(runs)
     summary["seconds"] = round(time.perf_counter() - start, 1)
     print(json.dumps(summary))
@@ -233,7 +259,17 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 cells = " ".join("-" if g is None else f"{1000 * g:.3f}" for g in graph)
                 print(f"  {n[:22]:<22} {side:<5} CUDA-graph per-call us: {cells}")
     print("spread % over runs (rt = runtime, sp = speedup):")
-    cols = ["ours_rt", "ours_eager_rt", "ours_sp", "short_rt", "short_sp", "paired_sp", "kb_rt", "kb_sp"]
+    cols = [
+        "ours_rt",
+        "ours_eager_rt",
+        "ours_sp",
+        "short_rt",
+        "short_sp",
+        "paired_sp",
+        "alloc3_rt",
+        "alloc3_sp",
+    ]
+    cols += ["kb_rt", "kb_sp"]
     print(f"{'kernel':<24}{'eager us':>9}{'cand us':>9}" + "".join(f"{c:>14}" for c in cols) + "  method")
     for n, row in per_kernel.items():
         print(
@@ -249,7 +285,7 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return round(max(values), 3) if values else None
 
     summary: dict[str, Any] = {"runs": len(runs), "kernels": len(per_kernel), "kernels_ge_50us": len(long)}
-    for m in ("ours", "short", "paired", "kb"):
+    for m in METHODS:
         for key in ("rt", "sp"):
             summary[f"{m}_max_{key}_spread_pct_ge_50us"] = worst(long, f"{m}_{key}")
             summary[f"{m}_max_{key}_spread_pct_tiny"] = worst(tiny, f"{m}_{key}")
@@ -269,7 +305,20 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
     summary["nvml_first_run"] = runs[0]["nvml_at_start"]
     summary["per_kernel"] = {
-        n: {k: row[k] for k in ("eager_us", "cand_us", "method", "ours_rt", "ours_sp", "kb_rt", "kb_sp")}
+        n: {
+            k: row[k]
+            for k in (
+                "eager_us",
+                "cand_us",
+                "method",
+                "ours_rt",
+                "ours_sp",
+                "alloc3_rt",
+                "alloc3_sp",
+                "kb_rt",
+                "kb_sp",
+            )
+        }
         for n, row in per_kernel.items()
     }
     return summary
