@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,26 @@ import pytest
 from evokernel.db import SolutionLibrary
 from evokernel.types import LLMCall, Proposal
 from tests.db.helpers import correct, count_task_rows, make_task, new_candidate
+
+
+def run_together(writers: int, write: Callable[[int], None]) -> None:
+    """Start ``write(i)`` for every writer at once (a barrier) and re-raise what any of them raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(writers)
+
+    def guarded(index: int) -> None:
+        barrier.wait()
+        try:
+            write(index)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
 
 
 # ---- SQLite file: persistence, concurrency, WAL ---------------------------------------------------------
@@ -68,26 +89,15 @@ def test_concurrent_writers_lose_nothing(library_url: str) -> None:
     rid = setup.create_run("concurrent", {})
     setup.register_task(rid, make_task())
     writers = [SolutionLibrary(library_url), SolutionLibrary(library_url)]
-    errors: list[BaseException] = []
     got: list[list[int]] = [[], []]
-    barrier = threading.Barrier(len(writers))
 
     def write(index: int) -> None:
-        barrier.wait()
-        try:
-            for _ in range(per_writer):
-                proposal = writers[index].add_proposal(rid, Proposal(task="relu", operator=f"w{index}"))
-                assert proposal.seq is not None
-                got[index].append(proposal.seq)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below in the main thread
-            errors.append(exc)
+        for _ in range(per_writer):
+            proposal = writers[index].add_proposal(rid, Proposal(task="relu", operator=f"w{index}"))
+            assert proposal.seq is not None
+            got[index].append(proposal.seq)
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(writers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    run_together(len(writers), write)
     assert all(len(seqs) == per_writer for seqs in got)
     total = 2 * per_writer
     assert sorted(got[0] + got[1]) == list(range(total))
@@ -105,23 +115,12 @@ def test_concurrent_runs_register_the_same_tasks(library_url: str) -> None:
     tasks = [make_task(f"task{i}") for i in range(40)]
     writers = [SolutionLibrary(library_url), SolutionLibrary(library_url)]
     runs = [w.create_run(f"sweep-{i}", {}) for i, w in enumerate(writers)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(writers))
 
     def write(index: int) -> None:
-        barrier.wait()
-        try:
-            for position, task in enumerate(tasks):
-                writers[index].register_task(runs[index], task, position)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below in the main thread
-            errors.append(exc)
+        for position, task in enumerate(tasks):
+            writers[index].register_task(runs[index], task, position)
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(writers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    run_together(len(writers), write)
     assert count_task_rows(writers[0].url) == len(tasks)
     expected = {t.name: t.source_hash for t in tasks}
     assert [w.run_task_hashes(r) for w, r in zip(writers, runs, strict=True)] == [expected, expected]
