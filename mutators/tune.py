@@ -259,7 +259,7 @@ class TuneMutator(Mutator):
         if mix is not None:
             mixed = [(s, c) for s, c in untried if all(v in m for v, m in zip(s, mix, strict=True))]
             untried = mixed or untried
-        if mix is None and _in_trust_region(pending):
+        elif _in_trust_region(pending):
             untried = _trust_region(untried, observed, base)
         order = rank(observed, pending, [s for s, _c in untried], features=_features(knobs))
         return MutationResult(untried[order[0]][1])
