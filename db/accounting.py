@@ -37,7 +37,6 @@ class AccountingMixin(IslandIndexMixin):
                 "island": e.island,
                 "candidate_id": e.candidate,
                 "from_island": e.from_island,
-                "created_at": utcnow(),
             }
             for e in events
         ]

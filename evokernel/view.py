@@ -63,7 +63,8 @@ class RunView:
         Generation ``before - 1`` must be finished (see :mod:`evokernel.db.index`)."""
         from evokernel.islands.index import IslandIndex  # islands.index reads through this view
 
-        index = IslandIndex(self, self.islands, before, spec=None, cell_of=None, with_events=False)
+        # No islands: the pool does not depend on them, and each would cost a count and a top read.
+        index = IslandIndex(self, 0, before, spec=None, cell_of=None, with_events=False)
         return _Scoreds(index.pool())
 
     def proposals(self, generation: int | None = None, operator: str | None = None) -> list[Proposal]:

@@ -143,11 +143,9 @@ class IslandIndex:
         epoch = self.epochs[island]
         return lib.index_count(view.run_id, view.task.name, island, epoch, k, self.as_of, natives_only)
 
-    def _top(self, island: int, k: int | None, migrant: bool | None) -> list[Ranked]:
+    def _top(self, island: int, k: int, migrant: bool | None) -> list[Ranked]:
         lib, view = self.view.library, self.view
-        limit = k if k is not None else 1 << 62
-        epoch = self.epochs[island]
-        return lib.index_top(view.run_id, view.task.name, island, epoch, limit, self.as_of, migrant)
+        return lib.index_top(view.run_id, view.task.name, island, self.epochs[island], k, self.as_of, migrant)
 
 
 class CorrectPool(Sequence[Member]):

@@ -63,11 +63,6 @@ def ranked(population: Iterable[Member]) -> list[Member]:
     return sorted(correct, key=lambda m: (-m.scored.speedup, m.id))
 
 
-def best_speedup(population: Iterable[Member]) -> float:
-    top = ranked(population)
-    return top[0].scored.speedup if top else 0.0
-
-
 class IslandsState(Protocol):
     """What migration and reset policies read of the islands as a boundary starts: bounded reads,
     never whole populations (:class:`evokernel.islands.index.IslandIndex` serves them from the

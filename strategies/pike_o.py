@@ -151,12 +151,6 @@ class PikeO(GenerationalStrategy):
     def cell_key(self, scored: Scored) -> str:
         return ",".join(map(str, self.cell(scored)))
 
-    def populations(self, view: RunView, generation: int) -> dict[int, list[Member]]:
-        """Each island's whole population as ``generation`` starts, read from candidates and events
-        (O(candidates): for reports and checks; selection reads :meth:`index`)."""
-        everyone = view.summaries(before=generation)
-        return {i: view.population(i, everyone, before=generation) for i in range(self.islands)}
-
     def island_events(self, view: RunView) -> list[IslandEvent]:
         nxt = self.generation_finished(view)
         if nxt is None or nxt == 0 or view.library.has_island_events(view.run_id, view.task.name, nxt):
