@@ -79,30 +79,19 @@ class BaselineCache:
     async def _fill(self, task: Task) -> None:
         cached = await self._from_store(task)
         needed = ("eager", "compile") if self.compile_on else ("eager",)
-        if cached is not None and all(cached.get(kind) for kind in needed):
-            self._entries[task.source_hash] = cached
+        if cached is None or not all(cached.get(kind) for kind in needed):
+            evaluation = await self._measure(task, cached)
+        else:
+            evaluation = None
+        # Set only now: until then the task's other first candidates wait on this job (ensure()).
+        self._entries[task.source_hash] = cached
+        if evaluation is None:
             return
-        evaluation = await self._measure(task, cached)
         timing = evaluation.details.get("timing") or {}
         if evaluation.status is not Status.CORRECT or not timing.get("baseline_key"):
             log.warning("baselines of task %s: %s; candidates measure them", task.name, evaluation.reason)
-            self._entries[task.source_hash] = cached
             return
         self.store(task, evaluation)
-        entry: dict[str, Any] = {"key": timing["baseline_key"]}
-        for kind in KINDS:
-            measured = timing.get(kind)
-            entry[kind] = (
-                {
-                    "median_ms": measured["median_ms"],
-                    "iqr_ms": measured.get("iqr_ms", 0.0),
-                    "cv": 0.0,
-                    "reps": 0,
-                }
-                if measured
-                else None
-            )
-        self._entries[task.source_hash] = entry
 
     async def _from_store(self, task: Task) -> dict[str, Any] | None:
         if self.backing is None:
@@ -111,24 +100,34 @@ class BaselineCache:
         out: dict[str, Any] = {"key": {"device": hw.label, "versions": hw.versions}}
         for kind in KINDS:
             median = self.backing.get_baseline(task.source_hash, hw.label, hw.versions, kind, self.scale)
-            out[kind] = {"median_ms": median, "iqr_ms": 0.0, "cv": 0.0, "reps": 0} if median else None
+            out[kind] = _entry(median) if median else None
         return out
 
     def store(self, task: Task, evaluation: Evaluation) -> None:
-        """Put what ``evaluation`` measured (not what it was given) in the store."""
+        """Keep what ``evaluation`` measured (not what it was given), in the store and for the
+        task's next candidates: after a failed baselines job the first candidate that measures
+        them spares every later one the exclusive GPU time."""
         timing = evaluation.details.get("timing") or {}
         key = timing.get("baseline_key")
-        if self.backing is None or not key:
+        fresh = {kind: timing[kind] for kind in KINDS if timing.get(kind) and not timing[kind].get("cached")}
+        if not key or not fresh:
             return
-        for kind in KINDS:
-            measured = timing.get(kind)
-            if measured and not measured.get("cached"):
+        entry = {**{kind: None for kind in KINDS}, **(self._entries.get(task.source_hash) or {}), "key": key}
+        for kind, measured in fresh.items():
+            entry[kind] = _entry(measured["median_ms"], measured.get("iqr_ms", 0.0))
+            if self.backing is not None:
                 self.backing.put_baseline(
                     task.source_hash,
                     key["device"],
                     key["versions"],
                     kind,
                     measured["median_ms"],
-                    measured["iqr_ms"],
+                    measured.get("iqr_ms", 0.0),
                     self.scale,
                 )
+        self._entries[task.source_hash] = entry
+
+
+def _entry(median_ms: float, iqr_ms: float = 0.0) -> dict[str, Any]:
+    """A cached figure as the harness takes it (reps and CV are the measuring run's, not kept)."""
+    return {"median_ms": median_ms, "iqr_ms": iqr_ms, "cv": 0.0, "reps": 0}
