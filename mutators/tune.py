@@ -24,7 +24,7 @@ as long as a mix is untried.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import itertools
 import math
 import random
@@ -44,7 +44,7 @@ from evokernel.mutators.tune_space import (
     structure,
     valid_setting,
 )
-from evokernel.types import Scored, Status, source_hash
+from evokernel.types import Candidate, Scored, Status, source_hash
 
 __all__ = ["CHOICES", "SEARCHES", "TuneMutator", "apply_values", "find_knobs", "valid_setting"]
 
@@ -56,15 +56,17 @@ MAX_DRAWS = 64
 MAX_CANDIDATES = 4096
 # Knobs a trust-region proposal may change at once; see _in_trust_region().
 TRUST_RADIUS = 2
+Parsed = tuple[str, tuple[str, ...], Setting] | None
 
 
-@functools.lru_cache(maxsize=4096)
-def _parsed(
-    source: str, space: tuple[tuple[str, tuple[int, ...]], ...]
-) -> tuple[str, tuple[str, ...], Setting]:
-    """(structure, knob names, knob values) of a source; cached since the history repeats."""
-    knobs = find_knobs(source, dict(space))
-    return structure(source, knobs), tuple(k.name for k in knobs), tuple(k.value for k in knobs)
+def _parsed(source: str, space: Mapping[str, Sequence[int]]) -> Parsed:
+    """(hash of the structure, knob names, knob values) of a source; None if it does not parse."""
+    try:
+        knobs = find_knobs(source, space)
+    except SyntaxError:
+        return None
+    shape = hashlib.sha256(structure(source, knobs).encode()).hexdigest()
+    return shape, tuple(k.name for k in knobs), tuple(k.value for k in knobs)
 
 
 def _step(knob: Knob, current: int, rng: random.Random) -> int:
@@ -167,7 +169,10 @@ class TuneMutator(Mutator):
         self.max_changes = max(1, max_changes)
         self.space = {k: tuple(v) for k, v in (space or {}).items()}
         self.search = search
-        self._space_key = tuple(sorted(self.space.items()))
+        # Parsed sources by source hash, for the mutator's life: every proposal walks the whole
+        # history (a parse is ~2 ms for the matmul seed), and a size-bounded cache walked in order
+        # would evict each entry before it is needed again once the history outgrows it.
+        self._parses: dict[str, Parsed] = {}
 
     async def mutate(self, request: MutationRequest) -> MutationResult:
         if not request.parents:
@@ -187,7 +192,7 @@ class TuneMutator(Mutator):
         # A parent value outside its knob's valid set (a hand-written seed, a narrowed space) moves
         # to the nearest valid one, so every child lies inside the space.
         base = tuple(k.value if k.value in k.choices else nearest(k.choices, k.value) for k in knobs)
-        mix = self._crossover_choices(request, parent, knobs, base)
+        mix = self._crossover_choices(request, base)
         avoid = request.avoid | {p.candidate.source_hash for p in request.parents}
         if self.search == "model":
             return self._model_step(request, parent, knobs, base, mix, avoid, rng)
@@ -202,32 +207,34 @@ class TuneMutator(Mutator):
                 return MutationResult(child)
         return MutationResult(None, error=f"no untried valid knob setting found in {MAX_DRAWS} draws")
 
-    def _same_structure(self, source: str, parent: str) -> Setting | None:
-        """The knob values of ``source`` if it is ``parent`` up to knob literals."""
-        try:
-            shape, names, values = _parsed(source, self._space_key)
-        except SyntaxError:
-            return None
-        parent_shape, parent_names, _ = _parsed(parent, self._space_key)
-        return values if (shape, names) == (parent_shape, parent_names) else None
+    def _parse(self, candidate: Candidate) -> Parsed:
+        digest = candidate.source_hash
+        if digest not in self._parses:
+            self._parses[digest] = _parsed(candidate.source, self.space)
+        return self._parses[digest]
 
-    def _crossover_choices(
-        self, request: MutationRequest, parent: str, knobs: list[Knob], base: Setting
-    ) -> list[tuple[int, ...]] | None:
+    def _same_structure(self, candidate: Candidate, parent: Candidate) -> Setting | None:
+        """The knob values of ``candidate`` if it is ``parent`` up to knob literals."""
+        mine, theirs = self._parse(candidate), self._parse(parent)
+        if mine is None or theirs is None:
+            return None
+        return mine[2] if mine[:2] == theirs[:2] else None
+
+    def _crossover_choices(self, request: MutationRequest, base: Setting) -> list[tuple[int, ...]] | None:
         """Per knob, the values the two parents have (None: no second parent of this structure)."""
         if len(request.parents) < 2:
             return None
-        other = self._same_structure(request.parents[1].candidate.source, parent)
+        other = self._same_structure(request.parents[1].candidate, request.parents[0].candidate)
         if other is None:
             return None
         return [tuple(sorted({a, b})) for a, b in zip(base, other, strict=True)]
 
-    def _observations(self, request: MutationRequest, parent: str) -> list[Observation]:
+    def _observations(self, request: MutationRequest) -> list[Observation]:
         seen: dict[Setting, Observation] = {}
         for sc in (*request.history, *request.parents):
             if sc.evaluation is None:
                 continue
-            setting = self._same_structure(sc.candidate.source, parent)
+            setting = self._same_structure(sc.candidate, request.parents[0].candidate)
             if setting is not None and setting not in seen:
                 seen[setting] = Observation(setting, _runtime(sc))
         return list(seen.values())
@@ -242,7 +249,7 @@ class TuneMutator(Mutator):
         avoid: frozenset[str],
         rng: random.Random,
     ) -> MutationResult:
-        observed = self._observations(request, parent)
+        observed = self._observations(request)
         known = {o.setting for o in observed}
         pending: list[Setting] = []
         untried: list[tuple[Setting, str]] = []
