@@ -29,9 +29,7 @@ def llm_calls_per_job(mutators: Iterable[Mutator], default: int) -> int:
     ``max_retries + 1``, which need not be the experiment config's when mutators are passed in);
     one that states none gets ``default`` (``llm.max_retries + 1``)."""
     bounds = [
-        m.llm_calls_per_job if m.llm_calls_per_job is not None else default
-        for m in mutators
-        if getattr(m, "uses_llm", m.name != "tune")
+        m.llm_calls_per_job if m.llm_calls_per_job is not None else default for m in mutators if m.uses_llm
     ]
     return max(bounds, default=default)
 

@@ -121,7 +121,7 @@ class ProposalWork:
         if operator == IDEAS:
             return self.ideas_mutator is not None
         mutator = self.mutators.get(operator)
-        return mutator is not None and bool(getattr(mutator, "uses_llm", mutator.name != "tune"))
+        return mutator is not None and mutator.uses_llm
 
     def _spawn(self, progress: TaskProgress, coro: Coroutine[Any, Any, None]) -> None:
         job = asyncio.ensure_future(coro)
@@ -219,7 +219,7 @@ class ProposalWork:
             hardware=self._hardware,
             language=self.config.mutators.llm.language,
             avoid=self._avoid(progress, proposal),
-            history=self._history(progress, proposal) if getattr(mutator, "wants_history", False) else (),
+            history=self._history(progress, proposal) if mutator.wants_history else (),
         )
         if self._uses_llm(proposal.operator):
             async with self._llm_limit:

@@ -71,6 +71,8 @@ class Mutator(ABC):
     # The most LLM calls (HTTP attempts, retries included) one mutate or ideas call can make; the
     # run's LLM-call budget reserves this many per job. None: the engine's llm.max_retries + 1.
     llm_calls_per_job: int | None = None
+    # Whether its jobs call an LLM: the run's LLM-call and cost budgets reserve for those only.
+    uses_llm: bool = True
 
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:

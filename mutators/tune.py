@@ -160,6 +160,7 @@ class TuneMutator(Mutator):
     name = "tune"
     operators = ("tune",)
     wants_history = True
+    uses_llm = False
 
     def __init__(
         self, max_changes: int = 2, space: Mapping[str, Sequence[int]] | None = None, search: str = "model"
