@@ -57,9 +57,6 @@ class EvaluatorActor:
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
         self._server: ForkServer | None = ForkServer(device, self.root) if warm else None
 
-    def pid(self) -> int:
-        return os.getpid()
-
     def hardware(self) -> dict[str, str]:
         versions = software_versions(self.device)
         if self.device != "cuda":

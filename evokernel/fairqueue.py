@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import time
 from collections import deque
 
 
@@ -27,16 +26,14 @@ class FairQueue:
         self.capacity, self.bound = capacity, bound
         self.in_flight = 0
         self.waiting = 0
-        self.max_in_flight = 0
         self.max_waiting = 0
         self._tenants: dict[str, list[tuple[int, int, asyncio.Future[None]]]] = {}
         self._turns: deque[str] = deque()
         self._overflow: deque[asyncio.Future[None]] = deque()
         self._seq = itertools.count()
 
-    async def acquire(self, tenant: str = "default", priority: int = 0) -> float:
-        """Wait for a slot; returns the seconds waited. Pair every call with :meth:`release`."""
-        start = time.monotonic()
+    async def acquire(self, tenant: str = "default", priority: int = 0) -> None:
+        """Wait for a slot. Pair every call with :meth:`release`."""
         loop = asyncio.get_running_loop()
         while self.waiting >= self.bound:
             room = loop.create_future()
@@ -50,7 +47,7 @@ class FairQueue:
                 raise
         if self.in_flight < self.capacity and self.waiting == 0:
             self._take()
-            return 0.0
+            return
         granted: asyncio.Future[None] = loop.create_future()
         if tenant not in self._tenants:
             self._tenants[tenant] = []
@@ -67,7 +64,6 @@ class FairQueue:
                 self.waiting -= 1  # its heap entry is skipped when reached
                 self._wake_overflow()
             raise
-        return time.monotonic() - start
 
     def release(self) -> None:
         self.in_flight -= 1
@@ -75,7 +71,6 @@ class FairQueue:
 
     def _take(self) -> None:
         self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     def _dispatch(self) -> None:
         while self.in_flight < self.capacity and self._turns:

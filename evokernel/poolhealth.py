@@ -22,7 +22,6 @@ class PoolStats:
         self.completed = 0
         self.deduplicated = 0
         self.replacements = 0
-        self.runner_restarts = 0
         self._finished_at: deque[float] = deque()
         self._stage_sum = dict.fromkeys(BREAKDOWN, 0.0)
         self._stage_count = dict.fromkeys(BREAKDOWN, 0)
@@ -53,7 +52,6 @@ class PoolStats:
             "stage_mean_s": means,
             "deduplicated": self.deduplicated,
             "replacements": self.replacements,
-            "runner_restarts": self.runner_restarts,
         }
 
 

@@ -245,7 +245,6 @@ class ForkServer:
     safe to call from several threads at once."""
 
     def __init__(self, device: str, root: Path) -> None:
-        self.device = device
         self.home = Path(tempfile.mkdtemp(prefix="evk-forkserver-", dir=root))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours

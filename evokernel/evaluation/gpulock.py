@@ -161,9 +161,3 @@ class GpuLock:
             "shared_s": round(self.shared_s, 4),
             "released_early": self.released_early,
         }
-
-    def close(self) -> None:
-        if self._fds is not None:
-            for fd in self._fds:
-                os.close(fd)
-            self._fds = None
