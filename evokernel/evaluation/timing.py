@@ -54,7 +54,6 @@ from typing import Any
 import torch
 
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
-from evokernel.evaluation.clocks import gpu_clocks as gpu_clocks  # re-exported for older scripts
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 # Part of the baseline cache key (baselines.software_versions): a baseline timed by an older
@@ -124,7 +123,7 @@ def comparable(candidate: dict[str, Any], baseline: dict[str, Any] | None) -> tu
     return float(candidate["median_ms"]), base, str(candidate.get("method", "cuda_events"))
 
 
-def _median_rse(samples: list[float]) -> float:
+def median_rse(samples: list[float]) -> float:
     """Relative standard error of the median: ~1.2533 * stdev / sqrt(n) / median for near-normal data."""
     if len(samples) < 3:
         return math.inf
@@ -245,7 +244,7 @@ def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
         fn()
         samples.append((time.perf_counter() - t0) * 1e3)
         if len(samples) >= settings.min_reps and (
-            _median_rse(samples) < settings.target_rse
+            median_rse(samples) < settings.target_rse
             or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
         ):
             break
@@ -335,7 +334,7 @@ def _time_cuda(
             sm_mhz.append(sm)
         samples.extend(collect_batch(pairs, device, calls))
         if len(samples) >= settings.min_reps and (
-            _median_rse(samples) < settings.target_rse
+            median_rse(samples) < settings.target_rse
             or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
         ):
             break

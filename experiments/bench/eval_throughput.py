@@ -47,7 +47,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "experiments" / "tasks"
-BREAKDOWN = ("queue", "start", "build", "correctness", "timing")
 
 
 # ---- the candidates ---------------------------------------------------------------------------------
@@ -240,7 +239,7 @@ class NvmlSampler:
 
 
 def breakdown(evaluations: list[Any]) -> dict[str, float | None]:
-    from evokernel.poolhealth import stage_seconds
+    from evokernel.poolhealth import BREAKDOWN, stage_seconds
 
     sums: dict[str, list[float]] = {s: [] for s in BREAKDOWN}
     for ev in evaluations:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -113,7 +112,7 @@ def paired_medians(fns: dict[str, Callable[[], Any]], device: Any, target_rse: f
     """Alternating batches of flushed, event-timed calls of each callable (already warm)."""
     import torch
 
-    from evokernel.evaluation.timing import L2_FLUSH_BYTES, collect_batch, enqueue_batch
+    from evokernel.evaluation.timing import L2_FLUSH_BYTES, collect_batch, enqueue_batch, median_rse
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
     samples: dict[str, list[float]] = {k: [] for k in fns}
@@ -121,10 +120,7 @@ def paired_medians(fns: dict[str, Callable[[], Any]], device: Any, target_rse: f
     for batch in range(1, 10_000):
         for k, fn in fns.items():
             samples[k] += collect_batch(enqueue_batch(fn, flush), device)
-        stable = all(
-            1.2533 * statistics.stdev(s) / math.sqrt(len(s)) / statistics.median(s) < target_rse
-            for s in samples.values()
-        )
+        stable = all(median_rse(s) < target_rse for s in samples.values())
         if batch >= PAIRED_MIN_BATCHES and (stable or (time.perf_counter() - start) * 1e3 > PAIRED_MAX_MS):
             break
     return {k: statistics.median(s) for k, s in samples.items()}

@@ -71,6 +71,7 @@ import torch
 
 from evokernel.config_schema import ExperimentConfig, TuneConfig
 from evokernel.db import SolutionLibrary
+from evokernel.evaluation.clocks import gpu_clocks
 from evokernel.evaluation.correctness import compare
 from evokernel.evaluation.loading import (
     build_reference,
@@ -78,8 +79,9 @@ from evokernel.evaluation.loading import (
     load_module,
     make_inputs,
 )
-from evokernel.evaluation.timing import TimingSettings, gpu_clocks, time_callable
-from evokernel.mutators.tune import SEARCHES, TuneMutator, apply_values, find_knobs, valid_setting
+from evokernel.evaluation.timing import TimingSettings, time_callable
+from evokernel.mutators.tune import SEARCHES, apply_values, find_knobs, valid_setting
+from evokernel.mutators.tune_model import Setting
 from evokernel.mutators.tune_space import Knob
 from evokernel.runner import run_experiment
 from evokernel.tasks import load_task, task_globals_overrides
@@ -112,8 +114,6 @@ SPACES: dict[str, tuple[dict[str, list[int]], dict[str, list[int]]]] = {
 # Short timing: a stable median of >= 20 µs kernels, so ~100 settings fit in a minute or two.
 GPU_TIMING = TimingSettings(warmup_ms=10.0, min_reps=10, max_reps=500, max_ms=200.0, target_rse=0.01)
 CPU_TIMING = TimingSettings(warmup_ms=0.0, min_reps=3, max_reps=5, max_ms=50.0, target_rse=0.05)
-
-Setting = tuple[int, ...]
 
 
 TABLE_FORMAT = "evokernel.tune_table/1"
@@ -293,10 +293,9 @@ def replay_engine(
     config.strategy.params = {"branches": args.branches, "top_k": args.top_k}
     config.budget.evaluations = budget
     config.mutators.tune = TuneConfig(search=search, max_changes=args.max_changes, space=table.space)
-    tuner = TuneMutator(max_changes=args.max_changes, space=table.space, search=search)
-    evaluator = TableEvaluator(table, device)
+    # No LLM configured: the run builds the tune mutator from config.mutators.tune, as a user's would.
     summary = run_experiment(
-        config, reporter=QuietReporter(), pool=evaluator, mutators=[tuner], tasks=[table.task]
+        config, reporter=QuietReporter(), pool=TableEvaluator(table, device), tasks=[table.task]
     )
     lib = SolutionLibrary(library)
     try:
