@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import functools
 from importlib import metadata
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
 from evokernel.evaluation.clocks import gpu_clocks
-from evokernel.evaluation.loading import build_reference, make_inputs
+from evokernel.evaluation.gpulock import GpuLock
+from evokernel.evaluation.loading import build_reference, load_module, make_inputs
 from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, time_callable
 
 TIMED = ("eager", "compile")
@@ -101,3 +103,14 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
                     "cached": False,
                 }
     return out
+
+
+def measure_reference_baselines(
+    workdir: Path, device: torch.device, request: dict[str, Any], gpu: GpuLock
+) -> dict[str, Any]:
+    """:func:`measure_baselines` of the task the harness wrote to ``workdir/reference.py`` (at the
+    timing variant's sizes), holding the GPU exclusively: the pool's baselines job and a candidate's
+    timing stage measure the same way."""
+    task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
+    with gpu.hold("baselines"):
+        return measure_baselines(task, device, request)

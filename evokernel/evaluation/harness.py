@@ -46,9 +46,8 @@ import torch
 import triton  # noqa: F401 - imported before the fork so the worker does not pay for it again
 
 from evokernel.evaluation import channel, guards, worker
-from evokernel.evaluation.baselines import measure_baselines
+from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
-from evokernel.evaluation.loading import load_module
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
 from evokernel.types import Evaluation, Status
 
@@ -105,9 +104,7 @@ def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_
     (workdir / "reference.py").write_text(request["task"]["source"])
     gpu = GpuLock.from_request(request)
     try:
-        task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
-        with gpu.hold("baselines"):
-            baselines = measure_baselines(task, torch.device(request["device"]), request)
+        baselines = measure_reference_baselines(workdir, torch.device(request["device"]), request, gpu)
         evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details={"timing": baselines})
     except Exception as exc:  # noqa: BLE001 - the reference itself failed: the pool logs it
         evaluation = Evaluation(

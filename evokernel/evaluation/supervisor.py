@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from evokernel.evaluation import channel, integrity
-from evokernel.evaluation.baselines import measure_baselines
+from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.correctness import compare
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
@@ -310,11 +310,7 @@ class Supervisor:
                 "work ran outside the timed stream",
             )
         self.stop_worker()
-        task = load_module(
-            self.workdir / "reference.py", "evokernel_reference_timing", self.request["overrides"][0]
-        )
-        with self.gpu.hold("baselines"):
-            baselines = measure_baselines(task, self.device, self.request)
+        baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
         self.passed()
         eager, compiled = baselines.get("eager"), baselines.get("compile")
         # Each speedup compares figures taken the same way (CUDA-graph per-call figures when both
