@@ -25,8 +25,6 @@ and ``start`` (launch until the supervisor runs) before the verifier's own stage
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import time
@@ -190,9 +188,9 @@ class EvaluatorPool:
         return evaluation
 
     def _dedup_key(self, task: Task, source: str) -> str:
-        settings = {k: v for k, v in self.request(task, "").items() if k not in ("task", "baselines")}
-        text = json.dumps([task.source_hash, source_hash(source), settings], sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        # The rest of a request (variants, seeds, timing, device) follows from the task's source and
+        # the pool's settings, which are fixed for its life: no need to build one per call.
+        return f"{task.source_hash}:{source_hash(source)}"
 
     async def _evaluate_new(self, task: Task, source: str, tenant: str, priority: int) -> Evaluation:
         arrived = time.monotonic()
