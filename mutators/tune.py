@@ -40,6 +40,7 @@ from evokernel.mutators.tune_space import (
     Knob,
     apply_values,
     find_knobs,
+    launch_groups,
     nearest,
     structure,
     valid_setting,
@@ -83,14 +84,7 @@ def _features(knobs: list[Knob]) -> Callable[[Sequence[Setting]], np.ndarray]:
     """Model inputs: log2 of every knob, plus per launch log2(tile elements per warp) -- how much
     work each warp gets, which decides register pressure and occupancy whatever the tile's shape,
     so the model can learn "more warps for bigger tiles" from a few settings."""
-    groups = []
-    for launch in sorted({k.launch for k in knobs}):
-        blocks = [
-            i for i, k in enumerate(knobs) if k.launch == launch and k.name.isupper() and "BLOCK" in k.name
-        ]
-        warps = [i for i, k in enumerate(knobs) if k.launch == launch and k.name == "num_warps"]
-        if blocks and warps:
-            groups.append((blocks, warps[0]))
+    groups = launch_groups(knobs)
 
     def features(settings: Sequence[Setting]) -> np.ndarray:
         x = encode(settings)

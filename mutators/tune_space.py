@@ -103,7 +103,7 @@ def _choices(name: str, value: int, use: _KernelUse | None) -> tuple[int, ...] |
     upper = name.upper() == name
     if upper and name.startswith("GROUP"):
         return CHOICES["GROUP"]
-    if not (upper and "BLOCK" in name):
+    if not is_block(name):
         return None
     hi = MAX_DOT_BLOCK if use is not None and use.dot else MAX_BLOCK
     if use is not None and use.unmasked and value in POW2:
@@ -163,15 +163,29 @@ def find_knobs(source: str, space: Mapping[str, Sequence[int]] | None = None) ->
     return sorted(knobs, key=lambda k: (k.line, k.col))
 
 
+def is_block(name: str) -> bool:
+    """A tile-size knob: an upper-case constexpr with BLOCK in its name."""
+    return name.upper() == name and "BLOCK" in name
+
+
+def launch_groups(knobs: Sequence[Knob]) -> list[tuple[list[int], int]]:
+    """Per launch that has both (in launch order): the indices of its block knobs and of its
+    ``num_warps`` -- the pairs the warp limit and the tune model's work-per-warp feature use."""
+    groups = []
+    for launch in sorted({k.launch for k in knobs}):
+        blocks = [i for i, k in enumerate(knobs) if k.launch == launch and is_block(k.name)]
+        warps = [i for i, k in enumerate(knobs) if k.launch == launch and k.name == "num_warps"]
+        if blocks and warps:
+            groups.append((blocks, warps[0]))
+    return groups
+
+
 def valid_setting(knobs: Sequence[Knob], values: Sequence[int]) -> bool:
     """Whether ``values`` respect the joint limit: per launch, 32 * num_warps <= tile elements."""
-    for launch in {k.launch for k in knobs}:
-        here = [(k, v) for k, v in zip(knobs, values, strict=True) if k.launch == launch]
-        blocks = [v for k, v in here if k.name.upper() == k.name and "BLOCK" in k.name]
-        warps = [v for k, v in here if k.name == "num_warps"]
-        if blocks and warps and WARP_SIZE * warps[0] > math.prod(blocks):
-            return False
-    return True
+    return all(
+        WARP_SIZE * values[warp] <= math.prod(values[i] for i in blocks)
+        for blocks, warp in launch_groups(knobs)
+    )
 
 
 def apply_values(source: str, knobs: list[Knob], values: list[int]) -> str:
