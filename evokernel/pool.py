@@ -25,6 +25,7 @@ and ``start`` (launch until the supervisor runs) before the verifier's own stage
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -276,9 +277,7 @@ class EvaluatorPool:
 
 
 def _deduplicated(evaluation: Evaluation) -> Evaluation:
-    return Evaluation.from_dict(
-        {**evaluation.to_dict(), "details": {**evaluation.details, "deduplicated": True}}
-    )
+    return dataclasses.replace(evaluation, details={**evaluation.details, "deduplicated": True})
 
 
 def _with_queue_and_start(evaluation: Evaluation, queued_s: float) -> Evaluation:
@@ -291,4 +290,4 @@ def _with_queue_and_start(evaluation: Evaluation, queued_s: float) -> Evaluation
     if "start_s" in details:
         entries.append({"stage": "start", "status": "passed", "reason": "", "seconds": details["start_s"]})
     details["stages"] = entries + list(details.get("stages", []))
-    return Evaluation.from_dict({**evaluation.to_dict(), "details": details})
+    return dataclasses.replace(evaluation, details=details)
