@@ -68,8 +68,9 @@ class IslandIndex:
     ) -> IndexSnapshot:
         """Each island's size (counted up to ``count_limit``), ``top_k`` fastest members (and grid),
         the pool size, and the ``archive_k`` fastest correct candidates with the islands they live
-        on: one transaction, kept and read again only when more is asked for."""
-        want = (top_k, archive_k, count_limit, grids)
+        on: one transaction, kept and read again only when more is asked for. At the horizon the
+        grids come with the index's state (:meth:`grid`), so they are not read again."""
+        want = (top_k, archive_k, count_limit, grids and not self.at_horizon)
         if self._read is not None:
             have, snapshot = self._read
             if all(h >= w for h, w in zip(have, want, strict=True)):

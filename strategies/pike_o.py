@@ -221,8 +221,7 @@ class PikeO(GenerationalStrategy):
         # n_top depends on the island's size only below top_programs / elite_selection_ratio members.
         ratio = self.elite_selection_ratio
         enough = 1 if ratio <= 0 or self.top_programs <= 0 else math.ceil(self.top_programs / ratio)
-        grids = not islands.at_horizon  # else the grids come with the index's state
-        islands.read(top_k=self.top_programs, archive_k=self.archive_size, count_limit=enough, grids=grids)
+        islands.read(top_k=self.top_programs, archive_k=self.archive_size, count_limit=enough, grids=True)
         everyone = islands.pool()
         elites = islands.archive(self.archive_size)
         holding = islands.archive_holding()
