@@ -261,7 +261,14 @@ def statuses(evaluations: list[Any]) -> dict[str, int]:
 async def through_pool(pool: Any, items: list[tuple[Any, str]], gpus: int) -> dict[str, Any]:
     with NvmlSampler() as nvml:
         start = time.monotonic()
-        evaluations = await asyncio.gather(*(pool.evaluate(task, source) for task, source in items))
+        done_at: list[float] = [0.0] * len(items)
+
+        async def one(i: int, task: Any, source: str) -> Any:
+            ev = await pool.evaluate(task, source)
+            done_at[i] = round(time.monotonic() - start, 3)
+            return ev
+
+        evaluations = await asyncio.gather(*(one(i, t, s) for i, (t, s) in enumerate(items)))
         wall = time.monotonic() - start
     exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
     early = sum(int((ev.details.get("gpu_lock") or {}).get("released_early", 0)) for ev in evaluations)
@@ -276,7 +283,26 @@ async def through_pool(pool: Any, items: list[tuple[Any, str]], gpus: int) -> di
         "lock_released_early": early,
         "nvml_utilization": nvml.mean(),
         "_evaluations": evaluations,
+        "_done_at": done_at,
     }
+
+
+def per_evaluation(evaluations: list[Any], done_at: list[float] | None) -> list[dict[str, Any]]:
+    """What ``--details`` writes per evaluation: verdict, stages, trials, lock use, finish time."""
+    rows = []
+    for n, ev in enumerate(evaluations):
+        rows.append(
+            {
+                "status": ev.status.value,
+                "reason": ev.reason[:200],
+                "done_at_s": done_at[n] if done_at else None,
+                "stages": ev.details.get("stages"),
+                "checks": ev.details.get("checks"),
+                "gpu_lock": ev.details.get("gpu_lock"),
+                "start_s": ev.details.get("start_s"),
+            }
+        )
+    return rows
 
 
 def sequential(pool: Any, items: list[tuple[Any, str]], timeout_s: float) -> dict[str, Any]:
@@ -324,6 +350,7 @@ def main() -> None:
     parser.add_argument("--compile-baseline", default="auto", choices=("auto", "on", "off"))
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--details", type=Path, help="write every evaluation's stages and trials here (JSON)")
     args = parser.parse_args()
 
     import torch
@@ -357,6 +384,7 @@ def main() -> None:
         compile_baseline=args.compile_baseline,
     )
     results: dict[str, Any] = {"device": device, "gpus": args.gpus, "quick": args.quick}
+    details: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         library = SolutionLibrary(Path(tmp) / "baselines.db")
         started = time.monotonic()
@@ -388,8 +416,10 @@ def main() -> None:
             pooled["unexpected"] = wrong
             seq = sequential(pool, sample(pairs, samples[label]), args.timeout)
             pooled["vs_sequential"] = round(pooled["per_min_per_gpu"] * args.gpus / seq["per_min"], 2)
-            for part in (pooled, seq):
-                part.pop("_evaluations")
+            details[label] = {
+                "pool": per_evaluation(pooled.pop("_evaluations"), pooled.pop("_done_at")),
+                "sequential": per_evaluation(seq.pop("_evaluations"), None),
+            }
             results[label] = {"pool": pooled, "sequential": seq}
             print(
                 f"{label}: pool {pooled['per_min_per_gpu']} candidates/min/GPU ({pooled['candidates']} in "
@@ -404,6 +434,8 @@ def main() -> None:
             )
             if wrong:
                 print(f"  unexpected verdicts: {wrong}")
+        if args.details:
+            args.details.write_text(json.dumps(details, indent=1))
         results["health"] = pool.health()
         pool.shutdown()
         library.close()
