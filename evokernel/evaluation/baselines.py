@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation.clocks import gpu_clocks
+from evokernel.evaluation.clocks import clock_state
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import build_reference, load_module, make_inputs
 from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, time_callable
@@ -64,26 +64,23 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
     """``{"eager": timing, "compile": timing | None, "eager_graph": ..., "baseline_key": ..., ...}``
     on the timing variant's seed-0 inputs; timings are dicts of
     :class:`~evokernel.evaluation.timing.TimingResult`, ``*_graph`` the cache entries of graph figures."""
-    key = {"device": device_label(device), "versions": software_versions(device.type)}
-    cached = request.get("baselines") or {}
-    usable = cached.get("key") == key
+    # NVML through ctypes (microseconds a query), not nvidia-smi (a subprocess) once per candidate.
+    out: dict[str, Any] = {"baseline_key": key_for(device), "gpu_clocks": clock_state(device)}
     settings = TimingSettings(**request["timing"])
-    reference = build_reference(task, device)
-    inputs = make_inputs(task, 0, device)
-    out: dict[str, Any] = {"baseline_key": key, "gpu_clocks": gpu_clocks(device)}
+    reference, inputs = None, None
     with torch.no_grad():
         for kind in TIMED:
             out[f"{kind}_graph"] = None
             if kind == "compile" and not compile_enabled(request["compile_baseline"], device.type):
                 out[kind] = None
                 continue
-            if usable and cached.get(kind):
-                out[kind] = {**cached[kind], "cached": True}
-                graph = cached.get(f"{kind}_graph")
-                if graph:
-                    out[kind].update(launch_bound=True, graph_median_ms=graph["median_ms"])
-                    out[f"{kind}_graph"] = {**graph, "cached": True}
+            cached = _cached(request, kind, out["baseline_key"])
+            if cached is not None:
+                out[kind], out[f"{kind}_graph"] = cached
                 continue
+            if reference is None:  # only a figure to measure needs the model and its inputs
+                reference, inputs = build_reference(task, device), make_inputs(task, 0, device)
+            assert inputs is not None
             model = reference
             if kind == "compile":
                 try:
@@ -105,6 +102,36 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
     return out
 
 
+def key_for(device: torch.device) -> dict[str, str]:
+    return {"device": device_label(device), "versions": software_versions(device.type)}
+
+
+def _cached(
+    request: dict[str, Any], kind: str, key: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    """(timing, graph entry) of ``kind`` from the request's cached baselines when they were taken
+    on this device and software, else None."""
+    cached = request.get("baselines") or {}
+    if cached.get("key") != key or not cached.get(kind):
+        return None
+    timing = {**cached[kind], "cached": True}
+    graph = cached.get(f"{kind}_graph")
+    if not graph:
+        return timing, None
+    timing.update(launch_bound=True, graph_median_ms=graph["median_ms"])
+    return timing, {**graph, "cached": True}
+
+
+def all_cached(request: dict[str, Any], device: torch.device) -> bool:
+    """Every baseline the request needs is cached for this device and software: nothing to time."""
+    key = key_for(device)
+    return all(
+        _cached(request, kind, key) is not None
+        for kind in TIMED
+        if kind != "compile" or compile_enabled(request["compile_baseline"], device.type)
+    )
+
+
 def measure_reference_baselines(
     workdir: Path, device: torch.device, request: dict[str, Any], gpu: GpuLock
 ) -> dict[str, Any]:
@@ -112,5 +139,7 @@ def measure_reference_baselines(
     timing variant's sizes), holding the GPU exclusively: the pool's baselines job and a candidate's
     timing stage measure the same way."""
     task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
+    if all_cached(request, device):  # the common case in a run: no GPU work, so no lock
+        return measure_baselines(task, device, request)
     with gpu.hold("baselines"):
         return measure_baselines(task, device, request)

@@ -188,7 +188,9 @@ class Supervisor:
 
     def run(self) -> Evaluation:
         self.enter("build")
-        header, _ = self.ask({"op": "build"})
+        # Both CUDA contexts are made here, before any GPU lock is taken: the worker's in its build
+        # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
+        header, _ = self.ask({"op": "build"}, self._init_device)
         self.check_facts({**header, "launches": 1}, "import")
         self.passed()
 
@@ -214,6 +216,12 @@ class Supervisor:
                 else f"variant {index} {overrides or '(default sizes)'}"
             )
             self.ask({"op": "variant", "index": index, "overrides": overrides})
+            if self.device.type == "cuda":
+                # The candidate's JIT builds for these sizes, outside the GPU lock (worker.warm).
+                # Triton's interpreter builds nothing: on a CPU the call would only cost time.
+                header, _ = self.ask({"op": "warm"})
+                for facts in header.get("runs", []):
+                    self.check_facts(facts, f"{label}, warm-up call")
             # Declared variants get every seed; the unseen one a single seed, which is enough to
             # expose a kernel built for the shown shapes and keeps CPU evaluations short.
             for seed in range(1 if unseen else int(self.request["seeds"])):
@@ -222,6 +230,10 @@ class Supervisor:
         self.enter("integrity")
         self.passed("own kernel launched in every call; no threads, streams or harness changes")
         return self._timing(worst)
+
+    def _init_device(self) -> None:
+        if self.device.type == "cuda":
+            torch.empty(1, device=self.device)
 
     def _trial(self, task: Any, reference: Any, index: int, seed: int, label: str, nondet: bool) -> float:
         trial_seed = 1000 * index + seed

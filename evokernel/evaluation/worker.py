@@ -3,9 +3,10 @@
 Forked by the supervisor (:mod:`evokernel.evaluation.harness`) before either touches CUDA. It
 closes every descriptor that leads to the sandbox, applies its limits and the network refusal,
 installs the launch hooks, then answers the supervisor's commands over one socket: ``build``
-(import the candidate), ``variant`` (make both models at a variant's sizes), ``trial`` (run the
-candidate twice on one seed's inputs, recording the first call's ATen compute ops when asked),
-``time`` and ``exit``. Everything it reports is a claim;
+(import the candidate, create the CUDA context), ``variant`` (make both models at a variant's
+sizes), ``warm`` (one call at those sizes, so Triton's JIT builds happen before the trials),
+``trial`` (run the candidate twice on one seed's inputs, recording the first call's ATen compute
+ops when asked), ``time`` and ``exit``. Everything it reports is a claim;
 the supervisor checks the outputs against its own reference and decides.
 """
 
@@ -40,6 +41,9 @@ from evokernel.evaluation.timing import TimingSettings, time_callable
 # outputs of every bundled task at full size (128 MiB) and to fill the small-block pool.
 POISON_MIN_BYTES = 64 << 20
 POISON_SMALL_BLOCKS = 16  # x 512 KiB = 4 segments of the allocator's 2 MiB small pool
+# Inputs of the warm-up call: a seed no trial uses (trials use 1000 x variant + seed), so an
+# output cached during the warm-up is wrong for every trial.
+WARM_SEED = 999_983
 
 
 class CandidateFailure(Exception):
@@ -86,7 +90,13 @@ class _Worker:
         self.out_bytes = 0
 
     def loop(self) -> None:
-        handlers = {"build": self.build, "variant": self.variant, "trial": self.trial, "time": self.time}
+        handlers = {
+            "build": self.build,
+            "variant": self.variant,
+            "warm": self.warm,
+            "trial": self.trial,
+            "time": self.time,
+        }
         while True:
             command, _ = channel.recv(self.sock)
             if command["op"] == "exit":
@@ -108,6 +118,9 @@ class _Worker:
             ) from exc
         if not hasattr(self.candidate_module, "ModelNew"):
             raise CandidateFailure("compile_error", "the candidate defines no ModelNew")
+        if self.device.type == "cuda":
+            # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
+            torch.empty(1, device=self.device)
         return {"ok": True, "changed_harness": integrity.changed_harness(self.snapshot)}, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
@@ -118,7 +131,9 @@ class _Worker:
         try:
             torch.manual_seed(0)
             assert self.candidate_module is not None
-            self.model = self.candidate_module.ModelNew(*self.task.get_init_inputs()).to(self.device).eval()
+            with self.device:  # parameters made on the device, as the reference's (loading.py)
+                self.model = self.candidate_module.ModelNew(*self.task.get_init_inputs())
+            self.model = self.model.to(self.device).eval()
         except Exception as exc:
             raise CandidateFailure(
                 "runtime_error", f"ModelNew(...) raised {type(exc).__name__}", trim_traceback(exc)
@@ -126,6 +141,15 @@ class _Worker:
         copy_reference_weights(reference, self.model)
         del reference
         return {"ok": True}, b""
+
+    def warm(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """One call at the variant's sizes whose result nobody looks at: Triton compiles at a
+        kernel's first launch (1-4 s of CPU per candidate), and here that happens outside the
+        GPU lock the trials hold (gpulock.py). Its failures are the candidate's and its facts are
+        checked, as in a trial (a thread started here would otherwise predate every trial)."""
+        assert self.task is not None
+        _, facts = self._call(make_inputs(self.task, WARM_SEED, self.device))
+        return {"ok": True, "runs": [facts]}, b""
 
     def _call(self, inputs: list[Any], record_ops: bool = False) -> tuple[Any, dict[str, Any]]:
         threads, children = integrity.python_threads(), integrity.child_processes()
