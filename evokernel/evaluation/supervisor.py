@@ -312,9 +312,11 @@ class Supervisor:
         self.check_facts({**header, "launches": 1}, "timing")
         new = header["timing"]
         # GPU work left running on other streams after the timed stream had finished, beyond a
-        # trivial probe's (the synchronize's own cost under the same load; timing.py).
+        # trivial probe's (the synchronize's own cost under the same load), per back-to-back pair
+        # of calls (timing.py).
         tail, probe = new.get("stream_tail_ms"), float(new.get("probe_tail_ms") or 0.0)
-        if tail is not None and tail - probe > SIDE_STREAM_RATIO * new["median_ms"] + SIDE_STREAM_SLACK_MS:
+        excess = new.get("tail_excess_ms")
+        if excess is not None and excess > SIDE_STREAM_RATIO * new["median_ms"] + SIDE_STREAM_SLACK_MS:
             raise self.reject(
                 "side-stream",
                 f"the GPU was still busy {tail:.4g} ms after the timed stream had finished (a trivial "

@@ -34,7 +34,8 @@ between those calls: the synchronize's own cost under the same CPU load. ``conte
 probe waited for a time slice (another CUDA context kept the GPU busy: a hung kernel of a
 candidate past its lock's patience, another job), so the figures were taken on a shared GPU.
 
-The side-stream check (the supervisor's) uses the tail, not the wait: the wait compares GPU work
+The side-stream check (the supervisor's) uses the tail (as ``tail_excess_ms``, paired with the
+probe call by call), not the wait: the wait compares GPU work
 with host time, and a side-stream call's events are not a clean yardstick -- its batched events
 overlap the hidden work, so they measure the host's launch time (0.24 ms for 8 hidden 0.1 ms
 softmax passes on an H100, whose wait was then 0.5 ms: under the 2x-median bound that rule
@@ -64,8 +65,10 @@ SETTLE_WINDOWS = 3
 # A graph replay holds enough calls for ~200 µs of GPU time: far above the event resolution.
 GRAPH_REPLAY_MS = 0.2
 GRAPH_MAX_CALLS = 100
-# Synchronized host-clock calls taken after the event samples, for the side-stream check.
-WALL_REPS = 5
+# Synchronized host-clock calls taken after the event samples, for the side-stream check: 15
+# pairs, because beside another context's hung kernel (time-slicing) single tails jump by up to
+# ~0.1 ms, and the median of 5 put a correct 5 us kernel's tail 0.094 ms above the probe's.
+WALL_REPS = 15
 # A synchronized one-element add takes ~20-50 us on an idle GPU; a time-sliced one waits for a slice.
 CONTENDED_PROBE_MS = 0.5
 BATCH = 10
@@ -98,6 +101,7 @@ class TimingResult:
     probe_wait_ms: float | None = None
     stream_tail_ms: float | None = None
     probe_tail_ms: float | None = None
+    tail_excess_ms: float | None = None
     contended: bool | None = None
     graph_median_ms: float | None = None
     graph_calls: int | None = None
@@ -173,6 +177,7 @@ def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingS
             probe_wait_ms=walls["probe_wait"],
             stream_tail_ms=walls["tail"],
             probe_tail_ms=walls["probe_tail"],
+            tail_excess_ms=walls["tail_excess"],
             contended=walls["probe_wall"] > CONTENDED_PROBE_MS,
             graph_median_ms=graph[0] if graph else None,
             graph_calls=graph[1] if graph else None,
@@ -185,7 +190,10 @@ def _wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, floa
     """Host-clock medians (ms) of synchronized calls of ``fn`` and of a trivial probe, interleaved
     so both see the same contention: ``wall`` (the whole call), ``wait`` (from the call's return
     to the end of the device synchronize: the GPU work still pending when it returned) and
-    ``tail`` (the part of the wait after the stream that was current at the call had finished)."""
+    ``tail`` (the part of the wait after the stream that was current at the call had finished);
+    ``tail_excess``: the median over the pairs of (call tail - the next probe's tail), each pair
+    taken back to back, so contention that hits a few samples moves neither side's median of
+    the difference (a side-stream call's excess is there in every pair)."""
     probe = torch.zeros(1, device=device)
     stream = torch.cuda.current_stream(device)  # the timed stream, even if fn changes the current one
     samples: dict[str, list[float]] = {
@@ -206,7 +214,10 @@ def _wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, floa
             samples[prefix + "wall"].append((t3 - t0) * 1e3)
             samples[prefix + "wait"].append((t3 - t1) * 1e3)
             samples[prefix + "tail"].append((t3 - t2) * 1e3)
-    return {key: statistics.median(values) for key, values in samples.items()}
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    pairs = zip(samples["tail"], samples["probe_tail"], strict=True)
+    medians["tail_excess"] = statistics.median(a - b for a, b in pairs)
+    return medians
 
 
 def _time_graph(

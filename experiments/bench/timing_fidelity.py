@@ -1,6 +1,6 @@
 """Timing fidelity on a GPU: do evokernel's medians and speedups reproduce across fresh processes?
 
-    python3 experiments/bench/timing_fidelity.py [--details PATH]   # on the GPU machine, ~3.5 min
+    python3 experiments/bench/timing_fidelity.py [--details PATH]   # on the GPU machine, ~2 min
     python3 experiments/bench/timing_fidelity.py --kernels softmax,rmsnorm   # a subset, by name
 
 For 11 kernels (the 8 bundled Triton seeds at full size, all >= 50 us of eager work, and three
@@ -18,10 +18,6 @@ the same inputs, in this order:
 * **paired**: candidate and eager timed in alternating batches of 10 flushed calls in one loop
   (ABAB), which cancels slow clock/thermal drift between the two sides (diagnostic for the
   speedup-spread hypothesis; the verifier cannot pair, see docs/benchmarks.md).
-* **alloc3**: ours over three input allocations in the process (seeds 0, 1, 2, all alive at
-  once, so each lies elsewhere in device memory), the median of the three medians (event
-  figures): diagnostic for the hypothesis that the per-process offset left in ours comes from
-  where the buffers were placed.
 * **kb**: a KernelBench-style comparator implemented here: 3 warmup calls, 100 timed calls each
   bracketed by CUDA events after an L2 flush, the mean.
 
@@ -65,7 +61,7 @@ TINY = [
 ]
 KB_WARMUP, KB_CALLS = 3, 100
 PAIRED_MIN_BATCHES, PAIRED_MAX_MS = 5, 400.0
-METHODS = ("ours", "short", "paired", "alloc3", "kb")
+METHODS = ("ours", "short", "paired", "kb")
 
 
 def kernels(only: list[str] | None = None) -> list[tuple[str, Path, Path, dict[str, Any]]]:
@@ -160,12 +156,6 @@ def once() -> dict[str, Any]:
                 row[f"ours_{label}"] = time_callable(call, device, ours).to_dict()
             cand_ms, eager_ms, method = comparable(row["ours_cand"], row["ours_eager"])
             row.update(ours_cand_ms=cand_ms, ours_eager_ms=eager_ms, ours_method=method)
-            more = [make_inputs(task, seed, device) for seed in (1, 2)]
-            for label, model in (("cand", candidate), ("eager", reference)):
-                medians = [row[f"ours_{label}"]["median_ms"]]
-                medians += [time_callable(functools.partial(model, *x), device, ours).median_ms for x in more]
-                row[f"alloc3_{label}_ms"] = statistics.median(medians)
-            del more
             for label, call in calls.items():
                 row[f"short_{label}_ms"] = time_callable(call, device, short).median_ms
             paired = paired_medians(calls, device, ours.target_rse)
@@ -262,8 +252,6 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "short_rt",
         "short_sp",
         "paired_sp",
-        "alloc3_rt",
-        "alloc3_sp",
     ]
     cols += ["kb_rt", "kb_sp"]
     print(f"{'kernel':<24}{'eager us':>9}{'cand us':>9}" + "".join(f"{c:>14}" for c in cols) + "  method")
@@ -309,8 +297,6 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "method",
                 "ours_rt",
                 "ours_sp",
-                "alloc3_rt",
-                "alloc3_sp",
                 "kb_rt",
                 "kb_sp",
             )
