@@ -125,7 +125,8 @@ class EvaluationConfig:
     host_memory_mb: int = 0
     # Evaluator actors; 0 means one per GPU, or on CPU-only clusters min(2, CPUs).
     workers: int = 0
-    # Candidates in flight per actor (0: 4 on a GPU, 1 on a CPU). Builds and correctness checks
+    # Candidates in flight per actor (0: on a GPU one per 2 CPUs of the actor, at most 8; 1 on a
+    # CPU). Builds and correctness checks
     # overlap; timings never overlap other GPU work (a per-GPU lock held by the supervisors).
     concurrency_per_worker: int = 0
     # Requests waiting in the pool beyond those in flight (0: 4x workers x concurrency_per_worker);

@@ -70,6 +70,17 @@ def init_ray(config: RayConfig) -> None:
         ray.init(num_cpus=config.num_cpus, **kwargs)
 
 
+def default_concurrency(device: str, cpus_per_actor: int) -> int:
+    """Candidates in flight per actor when the config says 0. GPU: one per two of the actor's CPUs
+    (each candidate is a supervisor and a worker process, CPU-bound while Triton compiles), at most
+    8; on the 16-core H100 node 4, 8 and 12 in flight gave 46, 58-61 and 59 Triton candidates/min
+    (docs/benchmarks.md). CPU: the interpreter is CPU-bound, so more than one per actor only adds
+    contention."""
+    if device != "cuda":
+        return 1
+    return max(1, min(8, cpus_per_actor // 2))
+
+
 class EvaluatorPool:
     """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
     task's baselines are measured once per device and software versions, not per candidate."""
@@ -101,9 +112,8 @@ class EvaluatorPool:
         cpus = int(resources.get("CPU", 1))
         default_workers = self.gpus if self.device == "cuda" else max(1, min(2, cpus))
         self.size = config.workers or default_workers
-        # GPU: builds and correctness of 4 candidates overlap one timing; CPU: the interpreter
-        # is CPU-bound, so more than one per core only adds contention.
-        self.concurrency = config.concurrency_per_worker or (4 if self.device == "cuda" else 1)
+        automatic = default_concurrency(self.device, cpus // self.size)
+        self.concurrency = config.concurrency_per_worker or automatic
         self.capacity = self.size * self.concurrency
         # A load_inline build gets the actor's share of the CPUs, split among its candidates.
         self.build_jobs = max(1, cpus // self.size // self.concurrency)

@@ -27,7 +27,7 @@ from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import Child, Launch, Launcher, run_sandboxed
 from evokernel.fairqueue import FairQueue
-from evokernel.pool import EvaluatorPool
+from evokernel.pool import EvaluatorPool, default_concurrency
 from evokernel.types import Evaluation, Status, Task
 from tests.core.corpus import FIXTURES
 
@@ -79,6 +79,12 @@ def gather(pool: EvaluatorPool, task: Task, sources: list[str], **kw: object) ->
 
 def stages(ev: Evaluation) -> dict[str, float]:
     return {s["stage"]: s["seconds"] for s in ev.details["stages"]}
+
+
+def test_default_concurrency_follows_the_actors_cpus() -> None:
+    # GPU: one candidate per two CPUs of the actor (a supervisor and a worker each), at most 8.
+    assert [default_concurrency("cuda", cpus) for cpus in (1, 2, 5, 16, 64)] == [1, 1, 2, 8, 8]
+    assert default_concurrency("cpu", 64) == 1
 
 
 def test_warm_evaluations_overlap_on_each_actor(pool: EvaluatorPool, axpy_task: Task) -> None:
