@@ -17,6 +17,7 @@ says nothing about GPUs anyway, so ``compile_baseline: auto`` means on for cuda 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from importlib import metadata
 from pathlib import Path
@@ -35,6 +36,7 @@ TIMED = ("eager", "compile")
 KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 
+@functools.cache  # fixed for the process; asked for every candidate's timing stage
 def software_versions(device: str) -> str:
     """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-2``: a baseline is reused on
     identical software and timing method."""
@@ -139,7 +141,7 @@ def measure_reference_baselines(
     timing variant's sizes), holding the GPU exclusively: the pool's baselines job and a candidate's
     timing stage measure the same way."""
     task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
-    if all_cached(request, device):  # the common case in a run: no GPU work, so no lock
-        return measure_baselines(task, device, request)
-    with gpu.hold("baselines"):
+    # All cached, the common case in a run: no GPU work, so no lock.
+    hold = contextlib.nullcontext() if all_cached(request, device) else gpu.hold("baselines")
+    with hold:
         return measure_baselines(task, device, request)

@@ -11,12 +11,12 @@ stretch it. So the trusted supervisor holds this lock around GPU work:
 
 Two steps take no lock although they touch the GPU, because they are mostly CPU work that, held
 shared, stalled every timing behind them: creating the two CUDA contexts (~0.3 s each) and the
-candidate's warm-up call at a variant's sizes, in which Triton compiles its kernels (1-4 s of
-CPU per candidate). On the H100 with 8 candidates in flight, the first trial of each variant
-(JIT builds inside) held the shared lock 3-8 s, and candidates waited 6-25 s each for the lock
-(2026-11-23, docs/benchmarks.md). What a timing may now overlap is one call of another
-candidate's kernels; the timed median over hundreds of calls absorbs that, and a hung warm-up
-kernel time-slices the GPU exactly as a hold released early (below) did.
+candidate's warm-up call at a variant's sizes, in which Triton compiles its kernels (1-4 s of CPU
+per candidate). On the H100 with 8 candidates in flight, the first trial of each variant (JIT builds
+inside) took a median 3.3 s under the shared lock, and a candidate waited a median 14.9 s (up to 26
+s) for the lock (2026-11-23, docs/benchmarks.md). What a timing may now overlap is one call of
+another candidate's kernels; the timed median over hundreds of calls absorbs that, and a hung
+warm-up kernel time-slices the GPU exactly as a hold released early (below) did.
 
 Two ``flock`` files in the actor's lock directory implement it with writer preference: a timing
 first takes the *turnstile* exclusively and keeps it until it holds the *gate* exclusively, while

@@ -251,8 +251,8 @@ class Supervisor:
         expected: list[Any] = []
 
         def run_reference() -> None:
-            # While the worker runs its trial: at full sizes, making the inputs on the host (the
-            # tasks' get_inputs) and the reference call take about as long as the trial.
+            # While the worker runs its trial (this side's inputs and reference call, at full
+            # sizes about as long as the candidate's side).
             inputs = make_inputs(task, trial_seed, self.device)
             with torch.no_grad(), recording:
                 expected.extend(flatten(reference(*clone(inputs))))
@@ -261,7 +261,7 @@ class Supervisor:
         header, blob = self.ask(
             {"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record}, run_reference
         )
-        trial_s = time.monotonic() - started  # the first trial of a variant includes its JIT builds
+        trial_s = time.monotonic() - started  # on a CPU the first of a variant includes its JIT builds
         where = f"{label}, seed {seed}"
         for n, facts in enumerate(header.get("runs", [])):
             self.check_facts(facts, f"{where}, run {n + 1}")
@@ -320,8 +320,8 @@ class Supervisor:
             raise self.reject(
                 "side-stream",
                 f"the GPU was still busy {tail:.4g} ms after the timed stream had finished (a trivial "
-                f"kernel: {probe:.4g} ms) but that stream took only {new['median_ms']:.4g} ms a call: "
-                "work ran outside the timed stream",
+                f"kernel: {probe:.4g} ms; {excess:.4g} ms more per call, pair by pair) but that stream "
+                f"took only {new['median_ms']:.4g} ms a call: work ran outside the timed stream",
             )
         self.stop_worker()
         baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)

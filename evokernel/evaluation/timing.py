@@ -31,16 +31,15 @@ events never see. A call whose work is all on the timed stream, or joined back i
 no tail beyond the cost of a device synchronize with nothing pending. ``probe_wall_ms``,
 ``probe_wait_ms`` and ``probe_tail_ms`` are the same figures for a one-element ``add_`` timed
 between those calls: the synchronize's own cost under the same CPU load. ``contended`` says the
-probe waited for a time slice (another CUDA context kept the GPU busy: a hung kernel of a
-candidate past its lock's patience, another job), so the figures were taken on a shared GPU.
+probe waited for a time slice (another CUDA context kept the GPU busy: another
+candidate's hung kernel, another job), so the figures were taken on a shared GPU.
 
-The side-stream check (the supervisor's) uses the tail (as ``tail_excess_ms``, paired with the
-probe call by call), not the wait: the wait compares GPU work
-with host time, and a side-stream call's events are not a clean yardstick -- its batched events
-overlap the hidden work, so they measure the host's launch time (0.24 ms for 8 hidden 0.1 ms
-softmax passes on an H100, whose wait was then 0.5 ms: under the 2x-median bound that rule
-used). The tail of that call is the hidden work itself (0.61 ms), and 2-6 µs above the probe's
-for the bundled seeds.
+The side-stream check (the supervisor's) uses the tail (as ``tail_excess_ms``, paired with the probe
+call by call), not the wait: the wait compares GPU work with host time, and a side-stream call's
+events are not a clean yardstick -- its batched events overlap the hidden work, so they measure the
+host's launch time (0.24 ms for 8 hidden 0.1 ms softmax passes on an H100, whose wait was then 0.5
+ms: under the 2x-median bound that rule used). The tail of that call is the hidden work itself (0.61
+ms), and 2-6 µs above the probe's for the bundled seeds.
 """
 
 from __future__ import annotations
