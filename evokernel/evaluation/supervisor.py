@@ -59,6 +59,9 @@ class Supervisor:
         self.checks: list[dict[str, Any]] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
         self.worker_status: int | None = None
+        # Trial outputs come as CUDA IPC handles on a GPU until one fails to open (channel.py).
+        self.ipc = self.device.type == "cuda"
+        self.ipc_failure = ""
 
     @property
     def deadline(self) -> float:
@@ -231,6 +234,23 @@ class Supervisor:
         self.passed("own kernel launched in every call; no threads, streams or harness changes")
         return self._timing(worst)
 
+    def outputs_via(self) -> str:
+        if self.device.type != "cuda":
+            return "bytes"
+        return "cuda-ipc" if self.ipc else f"bytes (CUDA IPC failed: {self.ipc_failure})"
+
+    def _outputs(self, header: dict[str, Any], blob: bytearray) -> list[Any]:
+        try:
+            try:
+                return channel.decode_tensors(list(header["outputs"]), blob, self.device)
+            except channel.SharingError as exc:
+                # IPC unavailable here (or a forged handle): the bytes, for this and later trials.
+                self.ipc, self.ipc_failure = False, str(exc)[:300]
+                header, blob = self._ask({"op": "outputs"}, None)
+                return channel.decode_tensors(list(header["outputs"]), blob, self.device)
+        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise self.reject("protocol", f"undecodable outputs: {exc}") from exc
+
     def _init_device(self) -> None:
         if self.device.type == "cuda":
             torch.empty(1, device=self.device)
@@ -258,18 +278,17 @@ class Supervisor:
                 expected.extend(flatten(reference(*clone(inputs))))
 
         started = time.monotonic()
-        header, blob = self.ask(
-            {"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record}, run_reference
-        )
+        command = {"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record, "ipc": self.ipc}
+        # The copy of shared outputs and the comparison are GPU work too: inside the shared hold,
+        # so they never overlap another candidate's timing.
+        with self.gpu.hold("trial"):
+            header, blob = self._ask(command, run_reference)
+            for n, facts in enumerate(header.get("runs", [])):
+                self.check_facts(facts, f"{label}, seed {seed}, run {n + 1}")
+            got = self._outputs(header, blob)
+            result = compare(got, expected, self.tolerance, [m.get("device") for m in header["outputs"]])
         trial_s = time.monotonic() - started  # on a CPU the first of a variant includes its JIT builds
         where = f"{label}, seed {seed}"
-        for n, facts in enumerate(header.get("runs", [])):
-            self.check_facts(facts, f"{where}, run {n + 1}")
-        try:
-            got = channel.decode_tensors(list(header["outputs"]), blob)
-        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise self.reject("protocol", f"undecodable outputs: {exc}") from exc
-        result = compare(got, expected, self.tolerance, [m.get("device") for m in header["outputs"]])
         self.checks.append(
             {
                 "variant": index,
@@ -351,6 +370,7 @@ class Supervisor:
             details={
                 "stages": self.stages,
                 "checks": self.checks,
+                "outputs_via": self.outputs_via(),
                 "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
             },
         )

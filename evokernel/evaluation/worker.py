@@ -6,7 +6,8 @@ installs the launch hooks, then answers the supervisor's commands over one socke
 (import the candidate, create the CUDA context), ``variant`` (make both models at a variant's
 sizes), ``warm`` (one call at those sizes, so Triton's JIT builds happen before the trials),
 ``trial`` (run the candidate twice on one seed's inputs, recording the first call's ATen compute
-ops when asked), ``time`` and ``exit``. Everything it reports is a claim;
+ops when asked; its outputs go as CUDA IPC handles when asked), ``outputs`` (the last trial's
+outputs again, as bytes), ``time`` and ``exit``. Everything it reports is a claim;
 the supervisor checks the outputs against its own reference and decides.
 """
 
@@ -88,6 +89,10 @@ class _Worker:
         self.task: ModuleType | None = None
         self.model: Any = None
         self.out_bytes = 0
+        # The last trial's outputs, alive until the supervisor's next command (it copies shared
+        # ones before sending it), and the tensors whose IPC handles it was sent.
+        self.outputs: list[Any] = []
+        self.shared: list[torch.Tensor] = []
 
     def loop(self) -> None:
         handlers = {
@@ -95,6 +100,7 @@ class _Worker:
             "variant": self.variant,
             "warm": self.warm,
             "trial": self.trial,
+            "outputs": self.resend,
             "time": self.time,
         }
         while True:
@@ -102,6 +108,12 @@ class _Worker:
             if command["op"] == "exit":
                 channel.send(self.sock, {"ok": True})
                 return
+            if command["op"] != "outputs" and self.outputs:
+                shared, self.outputs, self.shared = bool(self.shared), [], []
+                if shared:
+                    # Blocks the supervisor mapped wait in torch's IPC limbo until their reference
+                    # counters drop; hand them back to the allocator now, before the next poisoning.
+                    torch.cuda.ipc_collect()
             try:
                 header, blob = handlers[command["op"]](command)
             except CandidateFailure as failure:
@@ -209,8 +221,14 @@ class _Worker:
             outputs.append(flatten(out))
         self.out_bytes = sum(t.numel() * t.element_size() for t in outputs[0] if isinstance(t, torch.Tensor))
         deterministic = all(bitwise_equal(outputs[0], o) for o in outputs[1:])
-        meta, blob = channel.encode_tensors(outputs[0])
+        self.outputs = outputs[0]
+        meta, blob = channel.encode_tensors(self.outputs, self.shared if command.get("ipc") else None)
         return {"ok": True, "runs": runs, "deterministic": deterministic, "outputs": meta}, blob
+
+    def resend(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """The last trial's outputs as bytes, for a supervisor that could not open their handles."""
+        meta, blob = channel.encode_tensors(self.outputs)
+        return {"ok": True, "outputs": meta}, blob
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         assert self.task is not None

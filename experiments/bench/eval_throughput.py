@@ -13,9 +13,12 @@ the script checks that no evaluation was deduplicated):
 * Triton (35): the bundled level-1/2 seeds with knob variations (block sizes, warps), 27 correct,
   2 slow (tiny blocks, one warp), 3 incorrect (output scaled by 1.001), 3 compile errors (a
   misspelt ``tl.load``).
-* CUDA (10): ``load_inline`` elementwise kernels written here over the bundled gelu, leaky_relu and
+* CUDA (10): ``load_inline`` elementwise kernels over the bundled gelu, leaky_relu and
   scale_bias_gelu tasks, each with its own threads-per-block / items-per-thread / extension name,
-  so every one is a separate nvcc build. Skipped on a CPU (no nvcc or device).
+  so every one is a separate nvcc build. Skipped on a CPU (no nvcc or device). ``--cuda-layout``
+  picks the source layout (throughput_candidates.py): ``kernelbench`` (torch headers in the
+  ``.cu``, the issue's set, reported as ``cuda``), ``lean`` (the layout evokernel's CUDA prompt asks
+  for, reported as ``cuda_lean``) or ``both``.
 
 Method. The pool: ``EvaluatorPool`` on a local Ray cluster with ``--gpus`` actors, baselines cached
 in a SQLite SolutionLibrary in a temp dir and measured before the clock starts (``pool.prepare``),
@@ -36,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -45,164 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-TASKS = ROOT / "experiments" / "tasks"
-
-
-# ---- the candidates ---------------------------------------------------------------------------------
-def knobbed(source: str, block: int | None, warps: int | None, blocks: dict[str, int] | None = None) -> str:
-    if block is not None:
-        source = re.sub(r"BLOCK_SIZE=\d+", f"BLOCK_SIZE={block}", source, count=1)
-    for name, value in (blocks or {}).items():
-        source = re.sub(rf"{name}=\d+", f"{name}={value}", source, count=1)
-    if warps is not None:
-        source = re.sub(r"num_warps=\d+", f"num_warps={warps}", source, count=1)
-    return source
-
-
-WRONG = """
-
-_Exact = ModelNew
-
-
-class ModelNew(_Exact):
-    def forward(self, *args):
-        return super().forward(*args) * 1.001
-"""
-
-
-def triton_candidates() -> list[tuple[str, str, str]]:
-    """(kind, task file, source) for 35 Triton candidates."""
-    out: list[tuple[str, str, str]] = []
-    rows = {
-        "level1/gelu": [(128, 4), (256, 4), (512, 8), (1024, 8), (2048, 8)],
-        "level1/rmsnorm": [(128, 4), (256, 4), (512, 8), (1024, 8)],
-        "level1/softmax": [(128, 4), (256, 4), (512, 8), (1024, 8)],
-        "level1/layernorm": [(128, 4), (256, 4), (512, 8), (1024, 8)],
-        "level2/residual_add_layernorm": [(256, 4), (512, 8), (1024, 8)],
-        "level2/scale_bias_softmax": [(256, 4), (1024, 8)],
-    }
-    for task, knobs in rows.items():
-        seed = (TASKS / f"{task}.seed.py").read_text()
-        out += [("correct", task, knobbed(seed, b, w)) for b, w in knobs]
-    for task in ("level1/matmul_fp16", "level2/linear_bias_gelu"):
-        seed = (TASKS / f"{task}.seed.py").read_text()
-        tiles = [(64, 64, 32), (128, 64, 32)] + ([(64, 128, 64)] if task.endswith("fp16") else [])
-        for m, n, k in tiles:
-            out.append(("correct", task, knobbed(seed, None, 4, {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k})))
-    for task in ("level1/gelu", "level1/softmax"):
-        out.append(("slow", task, knobbed((TASKS / f"{task}.seed.py").read_text(), 16, 1)))
-    for task in ("level1/gelu", "level1/rmsnorm", "level1/softmax"):
-        out.append(("incorrect", task, (TASKS / f"{task}.seed.py").read_text() + WRONG))
-    for task in ("level1/gelu", "level1/layernorm", "level2/residual_add_layernorm"):
-        out.append(
-            ("compile_error", task, (TASKS / f"{task}.seed.py").read_text().replace("tl.load(", "tl.lod(", 1))
-        )
-    return out
-
-
-CUDA_OPS = {
-    "level1/gelu": (
-        "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))",
-        "",
-        "",
-        "_ext.run(x.contiguous(), x, x, 0.0)",
-    ),
-    "level1/leaky_relu": (
-        "v > 0.0f ? v : slope * v",
-        "negative_slope: float",
-        "self.negative_slope = float(negative_slope)",
-        "_ext.run(x.contiguous(), x, x, self.negative_slope)",
-    ),
-    "level2/scale_bias_gelu": (
-        "gelu_tanh(v * scale[i % dim] + bias[i % dim])",
-        "dim: int",
-        "self.scale = nn.Parameter(torch.ones(dim))\n        self.bias = nn.Parameter(torch.zeros(dim))",
-        "_ext.run(x.contiguous(), self.scale, self.bias, 0.0)",
-    ),
-}
-
-CUDA_TEMPLATE = '''"""{task}: elementwise CUDA kernel, {threads} threads x {items} items per thread."""
-
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-_SRC = r"""
-#include <torch/extension.h>
-#include <cuda_runtime.h>
-#include <math.h>
-
-__device__ __forceinline__ float gelu_tanh(float u) {{
-    return 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
-}}
-
-__global__ void {name}_kernel(const float* __restrict__ x, const float* __restrict__ scale,
-                              const float* __restrict__ bias, float* __restrict__ y,
-                              long n, long dim, float slope) {{
-    long first = (blockIdx.x * (long)blockDim.x + threadIdx.x) * {items};
-#pragma unroll
-    for (int j = 0; j < {items}; ++j) {{
-        long i = first + j;
-        if (i < n) {{
-            float v = x[i];
-            y[i] = {expr};
-        }}
-    }}
-}}
-
-torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor bias, double slope) {{
-    auto y = torch::empty_like(x);
-    long n = x.numel();
-    long per_block = {threads}L * {items};
-    {name}_kernel<<<(n + per_block - 1) / per_block, {threads}>>>(
-        x.data_ptr<float>(), scale.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(),
-        n, scale.numel(), (float)slope);
-    return y;
-}}
-"""
-_ext = load_inline(
-    "{name}",
-    cpp_sources="torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor bias, double slope);",
-    cuda_sources=_SRC,
-    functions=["run"],
-    verbose=False,
-)
-
-
-class ModelNew(nn.Module):
-    def __init__(self{args}) -> None:
-        super().__init__()
-        {init}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return {call}
-'''
-
-
-def cuda_candidates() -> list[tuple[str, str, str]]:
-    shapes = {
-        "level1/gelu": [(128, 1), (256, 2), (512, 4), (1024, 1)],
-        "level1/leaky_relu": [(128, 2), (256, 1), (512, 2)],
-        "level2/scale_bias_gelu": [(128, 4), (256, 1), (1024, 2)],
-    }
-    out = []
-    for task, variants in shapes.items():
-        expr, args, init, call = CUDA_OPS[task]
-        for threads, items in variants:
-            name = f"evk_{task.split('/')[1]}_{threads}_{items}"
-            source = CUDA_TEMPLATE.format(
-                task=task,
-                name=name,
-                threads=threads,
-                items=items,
-                expr=expr,
-                args=f", {args}" if args else "",
-                init=init or "pass",
-                call=call,
-            )
-            out.append(("correct", task, source))
-    return out
+from throughput_candidates import TASKS, cuda_candidates, triton_candidates
 
 
 # ---- measuring ----------------------------------------------------------------------------------------
@@ -347,6 +192,12 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("triton", "cuda"), help="one set only (e.g. to stay under a time limit)"
     )
+    parser.add_argument(
+        "--cuda-layout",
+        default="kernelbench",
+        choices=("kernelbench", "lean", "both"),
+        help="CUDA source layout (throughput_candidates.py): torch headers in the .cu or not",
+    )
     parser.add_argument("--compile-baseline", default="auto", choices=("auto", "on", "off"))
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--timeout", type=float, default=300.0)
@@ -362,18 +213,19 @@ def main() -> None:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     triton_set = triton_candidates()
-    cuda_set = cuda_candidates() if device == "cuda" else []
+    layouts = ("kernelbench", "lean") if args.cuda_layout == "both" else (args.cuda_layout,)
+    sets: dict[str, list[tuple[str, str, str]]] = {"triton": triton_set}
+    for layout in layouts if device == "cuda" else ():
+        sets["cuda" if layout == "kernelbench" else "cuda_lean"] = cuda_candidates(layout)
     if args.quick:
-        triton_set = sample(triton_set, 6)
-        cuda_set = sample(cuda_set, 3)
-    if args.only == "cuda":
-        triton_set = []
-    elif args.only == "triton":
-        cuda_set = []
-    tasks = {name: load_task(TASKS / f"{name}.py") for name in {t for _, t, _ in triton_set + cuda_set}}
+        sets = {label: sample(items, 6 if label == "triton" else 3) for label, items in sets.items()}
+    if args.only:
+        sets = {label: items for label, items in sets.items() if label.startswith(args.only)}
+    tasks = {name: load_task(TASKS / f"{name}.py") for items in sets.values() for _, name, _ in items}
     samples = {
         label: None if value == "all" else (min(int(value), 3) if args.quick else int(value))
-        for label, value in (("triton", args.baseline_sample), ("cuda", args.baseline_cuda))
+        for label in sets
+        for value in [args.baseline_sample if label == "triton" else args.baseline_cuda]
     }
 
     config = EvaluationConfig(
@@ -402,7 +254,7 @@ def main() -> None:
             f"{results['hardware']}: {args.gpus} actor(s) x {pool.concurrency}, "
             f"Ray + runners + baselines of {len(tasks)} tasks in {results['setup_s']} s"
         )
-        for label, items in (("triton", triton_set), ("cuda", cuda_set)):
+        for label, items in sets.items():
             if not items:
                 continue
             pairs = [(tasks[t], s) for _, t, s in items]

@@ -65,6 +65,7 @@ def test_bundled_seed_is_correct_on_the_gpu(task: Task) -> None:
     assert ev.status is Status.CORRECT, f"{ev.status}: {ev.reason}\n{ev.feedback}"
     assert not ev.interpreter and ev.runtime_ms and ev.eager_ms
     assert ev.details["timing"]["candidate"]["method"] == "cuda_events"
+    assert ev.details["outputs_via"] == "cuda-ipc"  # no silent fallback to the byte path
     # The suite promises >= 50 us of eager work per task on a GPU.
     assert ev.eager_ms >= 0.05, f"{task.name}: eager {ev.eager_ms:.4f} ms"
 
