@@ -54,6 +54,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from evokernel.evaluation import channel
+
 _counts = {"triton": 0, "extension": 0, "interpreting": 0}
 
 
@@ -187,6 +189,10 @@ def harness_snapshot() -> dict[str, Any]:
         "threading.enumerate": threading.enumerate,
         "integrity.launches": launches,
         "integrity.ComputeOps": ComputeOps.__torch_dispatch__,
+        # The worker's side of the output channel: a replaced share_cuda could hand the supervisor
+        # a forged CUDA IPC handle, on which the driver may segfault (channel.py).
+        "channel.encode_tensors": channel.encode_tensors,
+        "channel.share_cuda": channel.share_cuda,
     }
 
 
