@@ -105,15 +105,16 @@ class _Worker:
         }
         while True:
             command, _ = channel.recv(self.sock)
-            if command["op"] == "exit":
-                channel.send(self.sock, {"ok": True})
-                return
             if command["op"] != "outputs" and self.outputs:
                 shared, self.outputs, self.shared = bool(self.shared), [], []
                 if shared:
                     # Blocks the supervisor mapped wait in torch's IPC limbo until their reference
-                    # counters drop; hand them back to the allocator now, before the next poisoning.
+                    # counters drop; hand them back to the allocator now, before the next poisoning
+                    # (and before exit, where torch warns about blocks still in limbo).
                     torch.cuda.ipc_collect()
+            if command["op"] == "exit":
+                channel.send(self.sock, {"ok": True})
+                return
             try:
                 header, blob = handlers[command["op"]](command)
             except CandidateFailure as failure:
