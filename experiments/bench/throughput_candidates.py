@@ -91,18 +91,8 @@ CUDA_OPS = {
     ),
 }
 
-CUDA_TEMPLATE = '''"""{task}: elementwise CUDA kernel, {threads} threads x {items} items per thread."""
-
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-_SRC = r"""
-#include <torch/extension.h>
-#include <cuda_runtime.h>
-#include <math.h>
-
-__device__ __forceinline__ float gelu_tanh(float u) {{
+# The elementwise kernel both layouts share (a str.format template: braces doubled).
+KERNEL = """__device__ __forceinline__ float gelu_tanh(float u) {{
     return 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
 }}
 
@@ -119,7 +109,23 @@ __global__ void {name}_kernel(const float* __restrict__ x, const float* __restri
         }}
     }}
 }}
+"""
 
+CUDA_TEMPLATE = (
+    '''"""{task}: elementwise CUDA kernel, {threads} threads x {items} items per thread."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+'''
+    + KERNEL
+    + '''
 torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor bias, double slope) {{
     auto y = torch::empty_like(x);
     long n = x.numel();
@@ -147,9 +153,11 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return {call}
 '''
+)
 
 
-LEAN_TEMPLATE = '''"""{task}: elementwise CUDA kernel, {threads} x {items} items per thread, lean layout."""
+LEAN_TEMPLATE = (
+    '''"""{task}: elementwise CUDA kernel, {threads} x {items} items per thread, lean layout."""
 
 import torch
 import torch.nn as nn
@@ -159,24 +167,9 @@ _CU = r"""
 #include <cuda_runtime.h>
 #include <math.h>
 
-__device__ __forceinline__ float gelu_tanh(float u) {{
-    return 0.5f * u * (1.0f + tanhf(0.7978845608028654f * (u + 0.044715f * u * u * u)));
-}}
-
-__global__ void {name}_kernel(const float* __restrict__ x, const float* __restrict__ scale,
-                              const float* __restrict__ bias, float* __restrict__ y,
-                              long n, long dim, float slope) {{
-    long first = (blockIdx.x * (long)blockDim.x + threadIdx.x) * {items};
-#pragma unroll
-    for (int j = 0; j < {items}; ++j) {{
-        long i = first + j;
-        if (i < n) {{
-            float v = x[i];
-            y[i] = {expr};
-        }}
-    }}
-}}
-
+'''
+    + KERNEL
+    + '''
 int {name}_launch(const float* x, const float* scale, const float* bias, float* y, long n, long dim,
                   float slope, void* stream) {{
     long per_block = {threads}L * {items};
@@ -215,6 +208,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return {call}
 '''
+)
 
 
 def cuda_candidates(layout: str = "kernelbench") -> list[tuple[str, str, str]]:
