@@ -204,8 +204,7 @@ def open_shared(ipc: Any, nbytes: int, device: torch.device) -> torch.Tensor:
         raise ChannelError(f"bad CUDA IPC description: {exc}") from exc
     if (
         not _CUDA_MALLOC_HANDLE.fullmatch(handle)
-        or len(event) != (_IPC_HANDLE_BYTES if event_sync else len(event))
-        or len(event) not in (0, _IPC_HANDLE_BYTES)
+        or len(event) not in ((_IPC_HANDLE_BYTES,) if event_sync else (0, _IPC_HANDLE_BYTES))
         or not _REF_COUNTER_NAME.fullmatch(counter)
         or index != (device.index if device.index is not None else torch.cuda.current_device())
         or min(size, offset, counter_offset, tensor_offset) < 0

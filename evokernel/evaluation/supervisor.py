@@ -59,8 +59,7 @@ class Supervisor:
         self.checks: list[dict[str, Any]] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
         self.worker_status: int | None = None
-        # Trial outputs come as CUDA IPC handles on a GPU until one fails to open (channel.py).
-        self.ipc = self.device.type == "cuda"
+        # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
 
     @property
@@ -234,6 +233,11 @@ class Supervisor:
         self.passed("own kernel launched in every call; no threads, streams or harness changes")
         return self._timing(worst)
 
+    @property
+    def ipc(self) -> bool:
+        """Trial outputs come as CUDA IPC handles on a GPU until one fails to open (channel.py)."""
+        return self.device.type == "cuda" and not self.ipc_failure
+
     def outputs_via(self) -> str:
         if self.device.type != "cuda":
             return "bytes"
@@ -245,7 +249,7 @@ class Supervisor:
                 return channel.decode_tensors(list(header["outputs"]), blob, self.device)
             except channel.SharingError as exc:
                 # IPC unavailable here (or a forged handle): the bytes, for this and later trials.
-                self.ipc, self.ipc_failure = False, str(exc)[:300]
+                self.ipc_failure = str(exc)[:300] or type(exc).__name__
                 header, blob = self._ask({"op": "outputs"}, None)
                 return channel.decode_tensors(list(header["outputs"]), blob, self.device)
         except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
