@@ -111,6 +111,16 @@ __global__ void {name}_kernel(const float* __restrict__ x, const float* __restri
 }}
 """
 
+# The module both layouts end with (call: the extension's entry point).
+MODEL_NEW = """class ModelNew(nn.Module):
+    def __init__(self{args}) -> None:
+        super().__init__()
+        {init}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {call}
+"""
+
 CUDA_TEMPLATE = (
     '''"""{task}: elementwise CUDA kernel, {threads} threads x {items} items per thread."""
 
@@ -145,14 +155,8 @@ _ext = load_inline(
 )
 
 
-class ModelNew(nn.Module):
-    def __init__(self{args}) -> None:
-        super().__init__()
-        {init}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return {call}
 '''
+    + MODEL_NEW
 )
 
 
@@ -200,14 +204,8 @@ def _run(*args):
     return _ext.run(*args, torch.cuda.current_stream().cuda_stream)
 
 
-class ModelNew(nn.Module):
-    def __init__(self{args}) -> None:
-        super().__init__()
-        {init}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return {call}
 '''
+    + MODEL_NEW
 )
 
 
