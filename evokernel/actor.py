@@ -23,7 +23,8 @@ import ray
 
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
-from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed
+from evokernel.evaluation.pch import HeaderCache
+from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.types import Evaluation, Status
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,21 @@ class Hardware:
 class EvaluatorActor:
     """Runs sandboxed evaluations on the GPU (or CPU) Ray gave it, several at a time."""
 
-    def __init__(self, device: str, build_jobs: int, warm: bool = True) -> None:
+    def __init__(
+        self, device: str, build_jobs: int, warm: bool = True, precompiled_header: bool = False
+    ) -> None:
         self.device = device
         self.build_jobs = build_jobs
         self.root = Path(tempfile.mkdtemp(prefix="evk-actor-"))
         self.lock_dir = self.root / "gpulock"
         self.lock_dir.mkdir()
+        # Shared by the node's actors and reused by later runs (see evaluation/pch.py).
+        self.headers: HeaderCache | None = None
+        if precompiled_header:
+            workdir = self.root / "pch"
+            workdir.mkdir()
+            base = Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}"
+            self.headers = HeaderCache(base, device == "cuda", sandbox_env(device, workdir))
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
@@ -72,6 +82,13 @@ class EvaluatorActor:
         # The formatted line leads with the name; Hardware.describe() adds it back once.
         facts = format_hardware(device_facts(p)).removeprefix(f"{p.name}: ")
         return asdict(Hardware("cuda", p.name, facts, versions, p.name))
+
+    def header_cache(self, wait_s: float = 0.0) -> dict[str, Any]:
+        """The precompiled header's state (``off``, ``building``, ``ready``, ``failed``), after
+        waiting up to ``wait_s`` for its build."""
+        if self.headers is None:
+            return {"state": "off", "reason": "", "build_s": 0.0}
+        return self.headers.wait(wait_s)
 
     def runner_pids(self) -> dict[str, int]:
         """For tests and diagnosis: the actor's and its fork-server's process ids."""
@@ -96,6 +113,9 @@ class EvaluatorActor:
         evaluation retried once on the new one, then ``crashed``."""
         # Waits for the GPU are bounded by the timeout itself (see gpulock.py).
         request = {**request, "gpu_lock": {"dir": str(self.lock_dir), "max_wait_s": float(timeout_s)}}
+        header_root = self.headers.root() if self.headers is not None else None
+        if header_root is not None:
+            request["torch_pch"] = header_root
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()

@@ -143,7 +143,10 @@ class EvaluatorPool:
         options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_concurrency": self.concurrency + 2}
         if self.device == "cuda":
             options["num_gpus"] = 1
-        return actor_cls.options(**options).remote(self.device, self.build_jobs, self.config.warm)
+        # The precompiled header pays off for CUDA load_inline builds; on a CPU node it would cost
+        # ~80 s of two cores at start for candidates that rarely build C++.
+        headers = self.config.precompiled_header and self.device == "cuda"
+        return actor_cls.options(**options).remote(self.device, self.build_jobs, self.config.warm, headers)
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
@@ -244,6 +247,11 @@ class EvaluatorPool:
     async def prepare(self, tasks: list[Task]) -> None:
         """Measure (or look up) the tasks' baselines now rather than before their first candidates."""
         await asyncio.gather(*(self.baselines.ensure(task) for task in tasks))
+
+    async def header_caches(self, wait_s: float = 0.0) -> list[dict[str, Any]]:
+        """Each actor's precompiled-header state (evaluation/pch.py), after waiting up to
+        ``wait_s`` for the builds; a benchmark waits so that it measures the steady state."""
+        return list(await asyncio.gather(*(a.header_cache.remote(wait_s) for a in self.actors)))
 
     def known_baselines(self, task: Task) -> dict[str, Any] | None:
         """The baselines entry requests of ``task`` carry (None until measured or looked up)."""

@@ -199,6 +199,13 @@ def main() -> None:
         help="CUDA source layout (throughput_candidates.py): torch headers in the .cu or not",
     )
     parser.add_argument("--compile-baseline", default="auto", choices=("auto", "on", "off"))
+    parser.add_argument(
+        "--precompiled-header",
+        default="on",
+        choices=("on", "off"),
+        help="a precompiled torch/extension.h for load_inline builds (evaluation/pch.py); 'on' waits "
+        "for it before timing, so the figures are the steady state",
+    )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--details", type=Path, help="write every evaluation's stages and trials here (JSON)")
@@ -234,6 +241,7 @@ def main() -> None:
         workers=args.gpus,
         concurrency_per_worker=args.concurrency,
         compile_baseline=args.compile_baseline,
+        precompiled_header=args.precompiled_header == "on",
     )
     results: dict[str, Any] = {"device": device, "gpus": args.gpus, "quick": args.quick}
     details: dict[str, Any] = {}
@@ -242,17 +250,19 @@ def main() -> None:
         started = time.monotonic()
         pool = EvaluatorPool(config, RayConfig(), baselines=library)
 
-        async def warm_up() -> str:
+        async def warm_up() -> tuple[str, list[dict[str, Any]]]:
             hardware = await pool.hardware()
             await pool.prepare(list(tasks.values()))
-            return hardware.describe()
+            # Built once per node and kept: the first run on a node pays ~40-80 s of two cores.
+            return hardware.describe(), await pool.header_caches(wait_s=900)
 
-        results["hardware"] = asyncio.run(warm_up())
+        results["hardware"], results["header_caches"] = asyncio.run(warm_up())
         results["concurrency_per_worker"] = pool.concurrency
         results["setup_s"] = round(time.monotonic() - started, 1)
         print(
             f"{results['hardware']}: {args.gpus} actor(s) x {pool.concurrency}, "
-            f"Ray + runners + baselines of {len(tasks)} tasks in {results['setup_s']} s"
+            f"Ray + runners + baselines of {len(tasks)} tasks in {results['setup_s']} s; "
+            f"precompiled header: {results['header_caches']}"
         )
         for label, items in sets.items():
             if not items:

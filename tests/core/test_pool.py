@@ -334,3 +334,22 @@ def test_warm_runners_on_a_gpu_keep_faults_to_their_candidate(local_ray: None, a
             assert str(server) not in apps
     finally:
         gpu_pool.shutdown()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_load_inline_builds_on_a_gpu_get_the_precompiled_header(local_ray: None, axpy_task: Task) -> None:
+    """On the GPU machine: the actor builds the node's precompiled torch/extension.h in the
+    background and a lean-layout candidate's main.cpp is compiled against it (evaluation/pch.py)."""
+    config = EvaluationConfig(device="cuda", timeout_s=150, timing=FAST, workers=1, concurrency_per_worker=2)
+    gpu_pool = EvaluatorPool(config, RayConfig())
+    try:
+        states = asyncio.run(gpu_pool.header_caches(wait_s=400))
+        assert [s["state"] for s in states] == ["ready"], states
+        lean = (FIXTURES / "legit" / "axpy_cuda_lean_layout.py").read_text()
+        (ev,) = gather(gpu_pool, axpy_task, [lean])
+        assert ev.status is Status.CORRECT, ev.reason
+        build = next(s for s in ev.details["stages"] if s["stage"] == "build")
+        assert build["reason"] == "1 load_inline build(s) given the precompiled torch header", build
+    finally:
+        gpu_pool.shutdown()
