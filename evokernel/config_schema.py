@@ -93,6 +93,8 @@ class TimingConfig:
 
     warmup_ms: float = 25.0
     min_reps: int = 10
+    # On a GPU the timed samples span at least this long (power-cap clock dips last a few ms).
+    min_ms: float = 100.0
     max_reps: int = 1000
     max_ms: float = 1000.0
     # 0.2 % keeps the median of one kernel within ~0.5 % across fresh processes (benchmarks.md).

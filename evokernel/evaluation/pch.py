@@ -15,14 +15,13 @@ How:
   ``BASE/<key>/<variant>/torch/extension.h.gch`` (written under a temporary name and renamed, so
   a build sees the whole file or none). ``<key>`` covers torch, Python, the compiler and CUDA;
   the node's actors share the directory under a file lock, and later runs on the node reuse it.
-* **Untrusted side** (:func:`use_in_builds`, in the worker before the candidate is imported):
-  wraps ``load_inline`` so that a call whose ``extra_cflags`` name a built variant, and which adds
-  no include paths of its own, gets ``-I<BASE/key/variant>`` in front of them. ``-I`` directories
+* **Untrusted side** (:mod:`evokernel.evaluation.inline_builds`, in the worker before the
+  candidate is imported): a ``load_inline`` call whose ``extra_cflags`` name a built variant, and
+  which adds no include paths of its own, gets ``-I<BASE/key/variant>`` in front of them. ``-I`` directories
   are searched before torch's ``-isystem`` ones, so gcc meets the ``.gch`` first; gcc checks a
   precompiled header against the compile's options and macros and reads the real header instead
   when they differ, so the header can change how fast a build is, never what it builds. nvcc
-  cannot use gcc's headers: a ``.cu`` that includes torch's headers stays slow (the CUDA prompt
-  asks for the lean layout).
+  cannot use gcc's headers; inline_builds keeps torch's headers out of torch-free ``.cu`` files.
 
 Candidates run as the actor's user, so they could rewrite the cache as they could rewrite
 site-packages; the actor records each header's inode, size, mtime and ctime when the build
@@ -34,9 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import functools
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -86,43 +83,6 @@ def header_dir(root: Path, extra_cflags: Any) -> Path | None:
         return None
     directory = root / variant_name(flags)
     return directory if (directory / HEADER).is_file() else None
-
-
-_routed = [0]
-
-
-def routed_builds() -> int:
-    """``load_inline`` calls in this process that were given a precompiled header."""
-    return _routed[0]
-
-
-def use_in_builds(root: str | None) -> None:
-    """Worker side: route matching ``load_inline`` calls to the headers under ``root``."""
-    if not root:
-        return
-    import torch.utils.cpp_extension as cpp_extension
-
-    original = cpp_extension.load_inline
-    signature = inspect.signature(original)
-
-    @functools.wraps(original)
-    def load_inline(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return original(*args, **kwargs)  # a wrong call: torch says what is wrong with it
-        arguments = bound.arguments
-        directory = (
-            None
-            if arguments.get("extra_include_paths")
-            else header_dir(Path(root), arguments.get("extra_cflags"))
-        )
-        if directory is not None:
-            arguments["extra_cflags"] = [f"-I{directory}", *(arguments.get("extra_cflags") or [])]
-            _routed[0] += 1
-        return original(*bound.args, **bound.kwargs)
-
-    cpp_extension.load_inline = load_inline
 
 
 # ---- building (python -m evokernel.evaluation.pch BASE [--cuda]) ---------------------------------

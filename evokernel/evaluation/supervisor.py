@@ -24,6 +24,7 @@ from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.correctness import compare
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
+from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
 from evokernel.evaluation.timing import comparable
 from evokernel.types import Evaluation, Status
@@ -194,9 +195,7 @@ class Supervisor:
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
         header, _ = self.ask({"op": "build"}, self._init_device)
         self.check_facts({**header, "launches": 1}, "import")
-        # The worker's claim, kept for diagnosis only (evaluation/pch.py).
-        routed = int(header.get("header_builds", 0))
-        self.passed(f"{routed} load_inline build(s) given the precompiled torch header" if routed else "")
+        self.passed(inline_build_note(header.get("inline_builds")))
 
         self.enter("correctness")
         worst, nondeterministic = 0.0, bool(self.request["task"]["nondeterministic"])

@@ -77,6 +77,10 @@ BATCH = 10
 class TimingSettings:
     warmup_ms: float = 25.0
     min_reps: int = 10
+    # Timed samples span at least this long on a GPU: under a power cap the SM clock dips for a few
+    # ms at a time, and a 10-sample stop (~5 ms) caught one dip or none (matmul_fp16: 419.3 us at
+    # 60 samples, 421.4-423.7 us at 310-1000, in five fresh processes; benchmarks.md).
+    min_ms: float = 100.0
     max_reps: int = 1000
     max_ms: float = 1000.0
     # 0.2 %: medians that stop at an RSE of 0.5 % differ between fresh processes by ~2.3 sigma of
@@ -345,9 +349,10 @@ def _time_cuda(
         if sm:
             sm_mhz.append(sm)
         samples.extend(collect_batch(pairs, device, calls))
+        spent_ms = (time.perf_counter() - budget_start) * 1e3
         if len(samples) >= settings.min_reps and (
-            median_rse(samples) < settings.target_rse
-            or (time.perf_counter() - budget_start) * 1e3 > settings.max_ms
+            (median_rse(samples) < settings.target_rse and spent_ms >= settings.min_ms)
+            or spent_ms > settings.max_ms
         ):
             break
     clock = {}

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, guards, integrity, pch
+from evokernel.evaluation import channel, guards, inline_builds, integrity
 from evokernel.evaluation.feedback import trim_traceback
 from evokernel.evaluation.loading import (
     bitwise_equal,
@@ -66,7 +66,7 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         )
         guards.refuse_network()
         integrity.install_launch_hooks()
-        pch.use_in_builds(request.get("torch_pch"))
+        inline_builds.install(request.get("torch_pch"))
         _Worker(sock, request, workdir).loop()
     except channel.ChannelError:
         code = 3  # the supervisor went away; nothing to report to
@@ -136,7 +136,7 @@ class _Worker:
             # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
             torch.empty(1, device=self.device)
         changed = integrity.changed_harness(self.snapshot)
-        return {"ok": True, "changed_harness": changed, "header_builds": pch.routed_builds()}, b""
+        return {"ok": True, "changed_harness": changed, "inline_builds": dict(inline_builds.counts)}, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         self.task = load_module(

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow
 # A candidate-shaped build, in its own interpreter: the hooks change torch's module for good.
 BUILD = """
 import sys, torch
-from evokernel.evaluation import integrity, pch
+from evokernel.evaluation import inline_builds, integrity
 integrity.install_launch_hooks()
-pch.use_in_builds(sys.argv[1])
+inline_builds.install(sys.argv[1])
 from torch.utils.cpp_extension import load_inline
 source = "#include <torch/extension.h>\\ntorch::Tensor twice(torch::Tensor x) { return x * 2; }"
 ext = load_inline(
@@ -29,6 +29,7 @@ ext = load_inline(
 )
 assert torch.equal(ext.twice(torch.ones(3)), torch.full((3,), 2.0))
 assert integrity.launches() == 1
+assert dict(inline_builds.counts) == {"header": 1}, inline_builds.counts
 """
 
 

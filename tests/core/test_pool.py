@@ -338,18 +338,27 @@ def test_warm_runners_on_a_gpu_keep_faults_to_their_candidate(local_ray: None, a
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_load_inline_builds_on_a_gpu_get_the_precompiled_header(local_ray: None, axpy_task: Task) -> None:
+def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_task: Task) -> None:
     """On the GPU machine: the actor builds the node's precompiled torch/extension.h in the
-    background and a lean-layout candidate's main.cpp is compiled against it (evaluation/pch.py)."""
+    background, lean-layout candidates' main.cpp compile against it, and a torch-free .cu goes
+    without torch's header -- or, when it needed something that header brought, as written."""
     config = EvaluationConfig(device="cuda", timeout_s=150, timing=FAST, workers=1, concurrency_per_worker=2)
     gpu_pool = EvaluatorPool(config, RayConfig())
     try:
         states = asyncio.run(gpu_pool.header_caches(wait_s=400))
         assert [s["state"] for s in states] == ["ready"], states
-        lean = (FIXTURES / "legit" / "axpy_cuda_lean_layout.py").read_text()
-        (ev,) = gather(gpu_pool, axpy_task, [lean])
-        assert ev.status is Status.CORRECT, ev.reason
-        build = next(s for s in ev.details["stages"] if s["stage"] == "build")
-        assert build["reason"] == "1 load_inline build(s) given the precompiled torch header", build
+        legit = FIXTURES / "legit"
+        sources = [
+            (legit / f"{name}.py").read_text()
+            for name in ("axpy_cuda_lean_layout", "axpy_cuda_implicit_header")
+        ]
+        evs = gather(gpu_pool, axpy_task, sources)
+        assert [e.status for e in evs] == [Status.CORRECT] * 2, [e.reason for e in evs]
+        notes = [next(s["reason"] for s in e.details["stages"] if s["stage"] == "build") for e in evs]
+        header = "load_inline builds: 1 with the precompiled torch header"
+        assert notes == [
+            f"{header}, 1 without torch's header in the .cu",
+            f"{header}, 1 rebuilt as written after failing without it",
+        ]
     finally:
         gpu_pool.shutdown()
