@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from evokernel.config_schema import TimingConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
-from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, comparable, time_callable
+from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, comparable, median_rse, time_callable
 from evokernel.types import Status, Task
 
 FAST_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50)
@@ -218,3 +220,14 @@ def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidate
     why = recomputed_reference(dict(reference.ops), {**reference.ops, "mm": 1})
     assert why is not None and "addmm, gelu" in why
     assert recomputed_reference({}, {"mm": 1}) is None  # nothing to recompute in a pure data move
+
+
+def test_the_median_error_estimate_is_not_inflated_by_a_few_outliers() -> None:
+    rng = random.Random(0)
+    clean = [100 + rng.gauss(0, 1) for _ in range(400)]
+    dirty = clean[:380] + [300.0] * 20  # 5 % of calls preempted
+    assert statistics.stdev(dirty) > 20 * statistics.stdev(clean)
+    assert median_rse(dirty) < 1.5 * median_rse(clean)
+    expected = 1.2533 * statistics.stdev(clean) / 20 / statistics.median(clean)
+    assert median_rse(clean) == pytest.approx(expected, rel=0.15)
+    assert median_rse([1.0, 1.0, 1.0]) == float("inf")  # too few samples to say
