@@ -101,16 +101,18 @@ def install(header_root: str | None) -> None:
     cpp_extension.load_inline = load_inline
 
 
+NOTES = (
+    ("header", "with the precompiled torch header"),
+    ("lean_cu", "without torch's header in the .cu"),
+    ("lean_cu_fallback", "rebuilt as written after failing without it"),
+)
+
+
 def inline_build_note(claimed: Any) -> str:
     """The build stage's note from the worker's counts (a claim, shown for diagnosis only)."""
     if not isinstance(claimed, dict):
         return ""
-    got = {k: v for k, v in claimed.items() if isinstance(k, str) and isinstance(v, int) and v > 0}
-    parts = []
-    if got.get("header"):
-        parts.append(f"{got['header']} with the precompiled torch header")
-    if got.get("lean_cu"):
-        parts.append(f"{got['lean_cu']} without torch's header in the .cu")
-    if got.get("lean_cu_fallback"):
-        parts.append(f"{got['lean_cu_fallback']} rebuilt as written after failing without it")
+    parts = [
+        f"{claimed[key]} {text}" for key, text in NOTES if type(claimed.get(key)) is int and claimed[key] > 0
+    ]
     return f"load_inline builds: {', '.join(parts)}" if parts else ""
