@@ -140,7 +140,7 @@ class EvaluationConfig:
     # Fork each candidate's processes from a per-actor server that imported torch and triton once
     # (no CUDA); false: a new interpreter per candidate (seconds more each).
     warm: bool = True
-    # On a GPU, build a precompiled torch/extension.h once per node (~80 s of two cores, in the
+    # On a GPU, build a precompiled torch/extension.h once per node (~50 s of two cores, in the
     # background) and let candidates' load_inline builds use it: main.cpp 22.5 s -> 10 s.
     precompiled_header: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)

@@ -71,6 +71,11 @@ def variant_name(flags: Sequence[str]) -> str:
     return "-".join(flag.lstrip("-") for flag in flags) or "default"
 
 
+def header_file(root: Path, flags: Sequence[str]) -> Path:
+    """Where the header precompiled with these extra flags lives (``-I`` its grandparent)."""
+    return root / variant_name(flags) / HEADER
+
+
 def header_dir(root: Path, extra_cflags: Any) -> Path | None:
     """The directory to add with ``-I`` for a build with these ``extra_cflags``, or None."""
     if extra_cflags is None:
@@ -81,8 +86,8 @@ def header_dir(root: Path, extra_cflags: Any) -> Path | None:
         return None  # torch would fail on it or read it oddly; leave the call as it was
     if flags not in VARIANTS:
         return None
-    directory = root / variant_name(flags)
-    return directory if (directory / HEADER).is_file() else None
+    header = header_file(root, flags)
+    return header.parent.parent if header.is_file() else None
 
 
 # ---- building (python -m evokernel.evaluation.pch BASE [--cuda]) ---------------------------------
@@ -143,7 +148,7 @@ def build(base: Path, cuda: bool) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     with open(base / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        missing = [v for v in VARIANTS if not (root / variant_name(v) / HEADER).is_file()]
+        missing = [v for v in VARIANTS if not header_file(root, v).is_file()]
         if missing:
             _compile(root, missing, cuda)
     return {
@@ -161,7 +166,7 @@ def _compile(root: Path, variants: list[tuple[str, ...]], cuda: bool) -> None:
         compiler, flags = probe_flags(Path(tmp), cuda)
         jobs = []
         for variant in variants:
-            target = root / variant_name(variant) / HEADER
+            target = header_file(root, variant)
             target.parent.mkdir(parents=True, exist_ok=True)
             # gcc resolves every later `#include <torch/extension.h>` (candidates often repeat it)
             # to the directory where it found the .gch, so the header must be there too; compiled
@@ -242,7 +247,7 @@ class HeaderCache:
             return
         root = Path(json.loads(stdout.strip().splitlines()[-1])["root"])
         self._fingerprints = {
-            path: _fingerprint(path) for v in VARIANTS if (path := root / variant_name(v) / HEADER).is_file()
+            path: _fingerprint(path) for v in VARIANTS if (path := header_file(root, v)).is_file()
         }
         self._root, self.state = root, "ready"
 
