@@ -105,9 +105,12 @@ class TimingConfig:
     # warmup_ms and at most settle_max_ms.
     settle_tol: float = 0.01
     settle_max_ms: float = 300.0
-    # Event median under this: also time per-call CUDA-graph replays, and compare graph to graph
+    # Event p10 under this: also time per-call CUDA-graph replays, and compare graph to graph
     # when the baseline is launch-bound too (0 = never).
     launch_bound_us: float = 20.0
+    # Eager/compile baselines (timed once per task, GPU and software, then cached): timed samples
+    # span at least this long; cuBLAS under the power cap drifts ~2 % between 100 ms windows.
+    baseline_min_ms: float = 1000.0
 
 
 @dataclass

@@ -1,11 +1,12 @@
-"""Eager and ``torch.compile`` baselines: timed like candidates, cached per (task, device, software).
+"""Eager and ``torch.compile`` baselines: timed like candidates over a longer window
+(:meth:`~evokernel.evaluation.timing.TimingSettings.for_baseline`), cached per (task, device, software).
 
 The pool looks a task's baselines up in the solution library (``get_baseline``/``put_baseline``)
 and sends them with the request together with the key they were stored under; the supervisor
 uses them only when that key is its own device and software (a heterogeneous cluster gets its
 own figures per GPU type) and otherwise measures and returns what it measured for storing.
 
-A launch-bound baseline (event median under ``launch_bound_us``) also carries its CUDA-graph
+A launch-bound baseline (event p10 under ``launch_bound_us``) also carries its CUDA-graph
 per-call figure, cached as its own kind (``eager_graph``, ``compile_graph``) so that a candidate
 of a launch-bound task is compared graph to graph (:func:`evokernel.evaluation.timing.comparable`)
 with cached baselines too. The key's versions name the timing method, so figures taken by an
@@ -38,7 +39,7 @@ KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 @functools.cache  # fixed for the process; asked for every candidate's timing stage
 def software_versions(device: str) -> str:
-    """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-2``: a baseline is reused on
+    """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-4``: a baseline is reused on
     identical software and timing method."""
     parts = []
     for package in ("torch", "triton"):
@@ -69,6 +70,8 @@ def measure_baselines(task: ModuleType, device: torch.device, request: dict[str,
     # NVML through ctypes (microseconds a query), not nvidia-smi (a subprocess) once per candidate.
     out: dict[str, Any] = {"baseline_key": key_for(device), "gpu_clocks": clock_state(device)}
     settings = TimingSettings(**request["timing"])
+    if device.type == "cuda":  # on a CPU the interpreter's figures say nothing about drift on GPUs
+        settings = settings.for_baseline()
     reference, inputs = None, None
     with torch.no_grad():
         for kind in TIMED:

@@ -16,11 +16,21 @@ batches are in flight, never set.
 
 **Launch-bound calls.** Under ~20 µs an event-timed call is a few event ticks (~0.5 µs
 resolution) after a 256 MiB flush, and its median moved by 30-330 % between fresh processes on an
-H100. When the event median is under ``launch_bound_us`` (or always with ``cuda_graph``) a second
-figure is taken: ``graph_calls`` back-to-back calls captured in one CUDA graph, the replay's event
-time divided by the calls. It is the per-call GPU time with launch overhead removed and the (small)
-working set warm in L2; :func:`comparable` uses it for a speedup only when both sides are
-launch-bound and have it, so a speedup always compares two figures taken the same way.
+H100. When the event p10 is under ``launch_bound_us`` (or always with ``cuda_graph``) a second
+figure is taken from CUDA graphs of n and 2n back-to-back calls: (replay(2n) - replay(n)) / n.
+It is the per-call GPU time with launch overhead removed and the (small) working set warm in L2;
+:func:`comparable` uses it for a speedup only when both sides are launch-bound and have it, so a
+speedup always compares two figures taken the same way. Two choices there come from fresh-process
+repeats on an H100 (benchmarks.md, session 8): the p10, not the median, because host stalls only
+lengthen event-timed calls (a stalled process measured a 4.4 µs axpy at a median of 10-25 µs, p10
+4.3 µs, and once called it not launch-bound at all); and the difference of two replays, because one
+replay carries ~12 µs of fixed launch cost, so replay / n moved with n (1.37 µs per call at n = 46,
+1.72 at 20, 1.87 at 14).
+
+**Baselines get a longer window** (``baseline_min_ms``, :meth:`TimingSettings.for_baseline`): a
+baseline is timed once per (task, GPU, software) and cached, so 1 s costs nothing per candidate,
+and cuBLAS under the power cap shifts between ~180 and ~184 µs (matmul_fp16) from one 100 ms window
+to the next, which moved speedups by up to 3 % between fresh processes.
 
 ``wall_median_ms`` is the median of a few calls bracketed by device synchronizes on the host clock,
 and ``sync_wait_ms`` the part of it after the call returned: GPU work still pending then.
@@ -58,7 +68,7 @@ from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 # Part of the baseline cache key (baselines.software_versions): a baseline timed by an older
 # method is measured again rather than compared with a candidate timed by this one.
-TIMING_METHOD = "settled-3"
+TIMING_METHOD = "settled-4"
 SETTLE_WINDOW_MS = 5.0
 SETTLE_WINDOWS = 3
 # A graph replay holds enough calls for ~200 µs of GPU time: far above the event resolution.
@@ -90,6 +100,18 @@ class TimingSettings:
     settle_tol: float = 0.01
     settle_max_ms: float = 300.0
     launch_bound_us: float = 20.0
+    baseline_min_ms: float = 1000.0
+
+    def for_baseline(self) -> TimingSettings:
+        """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call
+        costs at least ~0.09 ms, the 256 MiB flush itself, so 1 s is at most ~11 000 calls)."""
+        span = max(self.min_ms, self.baseline_min_ms)
+        return replace(
+            self,
+            min_ms=span,
+            max_ms=max(self.max_ms, 2 * span),
+            max_reps=max(self.max_reps, math.ceil(span / 0.09)),
+        )
 
 
 @dataclass(frozen=True)
@@ -176,10 +198,11 @@ def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingS
         result = _time_cuda(fn, device, settings, flush, calls=1)
         del flush
         walls = _wall_medians(fn, device)
-        launch_bound = 0 < result.median_ms * 1e3 < settings.launch_bound_us
+        fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
+        launch_bound = 0 < fastest_ms * 1e3 < settings.launch_bound_us
         graph = None
         if settings.cuda_graph or launch_bound:
-            graph = _time_graph(fn, device, settings, result.median_ms)
+            graph = _time_graph(fn, device, settings, fastest_ms)
         result = replace(
             result,
             wall_median_ms=walls["wall"],
@@ -234,24 +257,29 @@ def _wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, floa
 def _time_graph(
     fn: Callable[[], Any], device: torch.device, settings: TimingSettings, per_call_ms: float
 ) -> tuple[float, int] | None:
-    """Per-call median of graph replays and the calls per replay, or None when the call cannot be
-    captured (host syncs, allocations the graph pool cannot serve): a property of the kernel."""
-    calls = max(1, min(GRAPH_MAX_CALLS, math.ceil(GRAPH_REPLAY_MS / max(per_call_ms, 1e-6))))
+    """Per-call time from graphs of n and 2n calls, (replay(2n) - replay(n)) / n, and 2n; or None
+    when the call cannot be captured (host syncs, allocations the graph pool cannot serve): a
+    property of the kernel. n makes one replay ~``GRAPH_REPLAY_MS`` of GPU time."""
+    calls = max(1, min(GRAPH_MAX_CALLS // 2, math.ceil(GRAPH_REPLAY_MS / max(per_call_ms, 1e-6))))
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         fn()  # allocations made outside capture, as CUDA graphs require
     torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-    except RuntimeError:
-        torch.cuda.synchronize(device)
-        return None
-    result = _time_cuda(graph.replay, device, settings, None, calls=calls)
-    return result.median_ms, calls
+    replays = []
+    for n in (calls, 2 * calls):
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                for _ in range(n):
+                    fn()
+        except RuntimeError:
+            torch.cuda.synchronize(device)
+            return None
+        replays.append(_time_cuda(graph.replay, device, settings, None, calls=1).median_ms)
+        del graph
+    per_call = (replays[1] - replays[0]) / calls
+    return (per_call, 2 * calls) if per_call > 0 else None
 
 
 def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:

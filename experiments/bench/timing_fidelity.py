@@ -10,11 +10,13 @@ the same inputs, in this order:
 
 * **ours**: evokernel's method exactly as the verifier runs it (``time_callable`` with the
   default ``TimingConfig``: clock-settling warmup, L2 flush before every call, repetitions until
-  the median's relative standard error is under 0.2 %), the candidate first, then the eager
-  reference; runtime and speedup are the figures the verifier reports (``comparable``: CUDA-graph
-  per-call figures when both sides are launch-bound, flushed event medians otherwise).
-* **short**: the same loop with the former fixed 25 ms warmup and no settling, no graph figure
-  (diagnostic for the clock ramp-up hypothesis).
+  the median's relative standard error is under 0.2 % over at least 100 ms), the candidate first,
+  then the eager reference the way baselines are timed (the same loop over at least 1 s,
+  ``TimingSettings.for_baseline``); runtime and speedup are the figures the verifier reports
+  (``comparable``: CUDA-graph per-call figures when both sides are launch-bound, flushed event
+  medians otherwise).
+* **win**: the same candidate figure, with the eager reference timed exactly like a candidate
+  (the 100 ms window, method settled-3): what the longer baseline window buys, side by side.
 * **paired**: candidate and eager timed in alternating batches of 10 flushed calls in one loop
   (ABAB), which cancels slow clock/thermal drift between the two sides (diagnostic for the
   speedup-spread hypothesis; the verifier cannot pair, see docs/benchmarks.md).
@@ -32,12 +34,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +64,7 @@ TINY = [
 ]
 KB_WARMUP, KB_CALLS = 3, 100
 PAIRED_MIN_BATCHES, PAIRED_MAX_MS = 5, 400.0
-METHODS = ("ours", "short", "paired", "kb")
+METHODS = ("ours", "win", "paired", "kb")
 
 
 def kernels(only: list[str] | None = None) -> list[tuple[str, Path, Path, dict[str, Any]]]:
@@ -135,8 +138,13 @@ def once() -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     ours = TimingSettings(**asdict(TimingConfig()))
-    short = replace(ours, warmup_ms=25.0, settle_max_ms=0.0, launch_bound_us=0.0)
-    out: dict[str, Any] = {"clocks": gpu_clocks(device), "nvml_at_start": clock_state(device), "kernels": {}}
+    baseline = ours.for_baseline()
+    out: dict[str, Any] = {
+        "clocks": gpu_clocks(device),
+        "nvml_at_start": clock_state(device),
+        "loadavg_at_start": os.getloadavg(),
+        "kernels": {},
+    }
     for name, task_path, cand_path, overrides in kernels(_only()):
         task = load_module(task_path, f"task_{name}", overrides)
         cand = load_module(cand_path, f"cand_{name}")
@@ -152,17 +160,19 @@ def once() -> dict[str, Any]:
         row: dict[str, Any] = {}
         with torch.no_grad():
             # The verifier's order: the candidate, then its baseline.
-            for label, call in calls.items():
-                row[f"ours_{label}"] = time_callable(call, device, ours).to_dict()
+            row["ours_cand"] = time_callable(calls["cand"], device, ours).to_dict()
+            row["ours_eager"] = time_callable(calls["eager"], device, baseline).to_dict()
             cand_ms, eager_ms, method = comparable(row["ours_cand"], row["ours_eager"])
             row.update(ours_cand_ms=cand_ms, ours_eager_ms=eager_ms, ours_method=method)
-            for label, call in calls.items():
-                row[f"short_{label}_ms"] = time_callable(call, device, short).median_ms
+            row["win_eager"] = time_callable(calls["eager"], device, ours).to_dict()
+            _, win_eager_ms, _ = comparable(row["ours_cand"], row["win_eager"])
+            row.update(win_cand_ms=cand_ms, win_eager_ms=win_eager_ms)
             paired = paired_medians(calls, device, ours.target_rse)
             row.update(paired_cand_ms=paired["cand"], paired_eager_ms=paired["eager"])
             for label, call in calls.items():
                 row[f"kb_{label}_ms"] = kernelbench_mean_ms(call, device)
         out["kernels"][name] = row
+    out["loadavg_at_end"] = os.getloadavg()
     return out
 
 
@@ -246,15 +256,7 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 cells = " ".join("-" if g is None else f"{1000 * g:.3f}" for g in graph)
                 print(f"  {n[:22]:<22} {side:<5} CUDA-graph per-call us: {cells}")
     print("spread % over runs (rt = runtime, sp = speedup):")
-    cols = [
-        "ours_rt",
-        "ours_eager_rt",
-        "ours_sp",
-        "short_rt",
-        "short_sp",
-        "paired_sp",
-    ]
-    cols += ["kb_rt", "kb_sp"]
+    cols = ["ours_rt", "ours_eager_rt", "ours_sp", "win_eager_rt", "win_sp", "paired_sp", "kb_rt", "kb_sp"]
     print(f"{'kernel':<24}{'eager us':>9}{'cand us':>9}" + "".join(f"{c:>14}" for c in cols) + "  method")
     for n, row in per_kernel.items():
         print(
@@ -289,6 +291,8 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "max": round(max(cost), 3),
     }
     summary["nvml_first_run"] = runs[0]["nvml_at_start"]
+    # 1-minute load averages at the start and end of each process: was the host busy?
+    summary["loadavg_1min"] = [[r["loadavg_at_start"][0], r["loadavg_at_end"][0]] for r in runs]
     summary["per_kernel"] = {
         n: {
             k: row[k]
@@ -298,6 +302,7 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "method",
                 "ours_rt",
                 "ours_sp",
+                "win_sp",
                 "kb_rt",
                 "kb_sp",
             )

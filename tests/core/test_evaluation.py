@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,17 @@ def test_cpu_timing_reports_its_distribution_and_cost() -> None:
     assert result.p10_ms <= result.median_ms <= result.p90_ms
     assert result.seconds is not None and result.seconds >= result.reps * result.p10_ms / 1e3
     assert not result.launch_bound and result.graph_median_ms is None
+
+
+def test_baselines_are_timed_over_a_longer_window_with_caps_that_allow_it() -> None:
+    settings = TimingSettings(min_ms=100.0, max_ms=1000.0, max_reps=1000, baseline_min_ms=1000.0)
+    baseline = settings.for_baseline()
+    assert baseline.min_ms == 1000.0 and baseline.max_ms >= 2000.0
+    # A flushed GPU call costs >= ~0.09 ms: the cap on calls must not end a 1 s window early.
+    assert baseline.max_reps * 0.09 >= baseline.min_ms
+    assert replace(baseline, min_ms=100.0, max_ms=1000.0, max_reps=1000) == settings
+    # A candidate window already longer than the baseline setting is kept.
+    assert TimingSettings(min_ms=1500.0, baseline_min_ms=1000.0).for_baseline().min_ms == 1500.0
 
 
 def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidates() -> None:

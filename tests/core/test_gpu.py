@@ -22,7 +22,8 @@ pytestmark = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = [t for t in load_tasks(ROOT / "experiments" / "tasks") if t.seed_source]
-GPU_TIMING = TimingConfig(warmup_ms=10, max_ms=200)
+# Baselines over 200 ms, not 1 s: these tests check behaviour, not the stability of figures.
+GPU_TIMING = TimingConfig(warmup_ms=10, max_ms=200, baseline_min_ms=200)
 # Runtime hacks of the CPU corpus worth repeating on a GPU (the caching allocator is the real
 # target of buffer reuse and uninitialised memory; the pytorch-recompute recorder must see through
 # compiled, not interpreted, Triton launches).
