@@ -215,3 +215,26 @@ def child_processes() -> set[int]:
         except (OSError, ValueError):
             continue  # a thread that ended while we looked, or a kernel without the file
     return out
+
+
+# Side-stream check: events time only the current stream; work left on other streams shows as a
+# tail after it (host_clock.py). Work outside the timed stream tolerated per call: a quarter of
+# the timed median plus 50 us of host jitter. A legit call leaves no such work; the side-stream
+# hack of the corpus leaves ~0.5 ms against a 0.24 ms median.
+SIDE_STREAM_RATIO = 0.25
+SIDE_STREAM_SLACK_MS = 0.05
+
+
+def side_stream_work(timing: dict[str, Any]) -> str | None:
+    """Why the timed call left GPU work running outside the timed stream, or None: the GPU work
+    still running after the timed stream had finished, beyond a trivial probe's (the synchronize's
+    own cost under the same load), per back-to-back pair of calls."""
+    excess = timing.get("tail_excess_ms")
+    if excess is None or excess <= SIDE_STREAM_RATIO * timing["median_ms"] + SIDE_STREAM_SLACK_MS:
+        return None
+    tail, probe = timing.get("stream_tail_ms"), float(timing.get("probe_tail_ms") or 0.0)
+    return (
+        f"the GPU was still busy {tail:.4g} ms after the timed stream had finished (a trivial "
+        f"kernel: {probe:.4g} ms; {excess:.4g} ms more per call, pair by pair) but that stream "
+        f"took only {timing['median_ms']:.4g} ms a call: work ran outside the timed stream"
+    )

@@ -29,14 +29,6 @@ from evokernel.evaluation.loading import build_reference, clone, flatten, load_m
 from evokernel.evaluation.timing import comparable
 from evokernel.types import Evaluation, Status
 
-# Side-stream check: events time only the current stream; work left on other streams shows as
-# a tail after it (timing.py).
-# Work outside the timed stream tolerated per call: a quarter of the timed median plus 50 us of
-# host jitter. A legit call leaves no such work; the side-stream hack of the corpus leaves ~0.5 ms
-# against a 0.24 ms median (timing.py).
-SIDE_STREAM_RATIO = 0.25
-SIDE_STREAM_SLACK_MS = 0.05
-
 
 class StageFailure(Exception):
     def __init__(self, status: Status, stage: str, reason: str, feedback: str = "") -> None:
@@ -335,18 +327,9 @@ class Supervisor:
             raise self.reject("own-kernel", "some timed calls launched no kernel (a cached result?)")
         self.check_facts({**header, "launches": 1}, "timing")
         new = header["timing"]
-        # GPU work left running on other streams after the timed stream had finished, beyond a
-        # trivial probe's (the synchronize's own cost under the same load), per back-to-back pair
-        # of calls (timing.py).
-        tail, probe = new.get("stream_tail_ms"), float(new.get("probe_tail_ms") or 0.0)
-        excess = new.get("tail_excess_ms")
-        if excess is not None and excess > SIDE_STREAM_RATIO * new["median_ms"] + SIDE_STREAM_SLACK_MS:
-            raise self.reject(
-                "side-stream",
-                f"the GPU was still busy {tail:.4g} ms after the timed stream had finished (a trivial "
-                f"kernel: {probe:.4g} ms; {excess:.4g} ms more per call, pair by pair) but that stream "
-                f"took only {new['median_ms']:.4g} ms a call: work ran outside the timed stream",
-            )
+        why = integrity.side_stream_work(new)
+        if why:
+            raise self.reject("side-stream", why)
         self.stop_worker()
         baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
         self.passed()

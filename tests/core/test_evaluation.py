@@ -212,6 +212,20 @@ def test_baselines_are_timed_over_a_longer_window_with_caps_that_allow_it() -> N
     assert TimingSettings(min_ms=1500.0, baseline_min_ms=1000.0).for_baseline().min_ms == 1500.0
 
 
+def test_side_stream_rule_weighs_the_tail_against_the_timed_median() -> None:
+    from evokernel.evaluation.integrity import side_stream_work
+
+    # The corpus hack's figures on an H100: 0.61 ms of hidden work against a 0.24 ms median.
+    hidden = {"median_ms": 0.24, "stream_tail_ms": 0.63, "probe_tail_ms": 0.02, "tail_excess_ms": 0.61}
+    why = side_stream_work(hidden)
+    assert why is not None and "outside the timed stream" in why and "0.61" in why
+    # Bundled seeds: 2-6 us above the probe; a CPU timing has no tail figures at all.
+    assert side_stream_work({**hidden, "tail_excess_ms": 0.006}) is None
+    assert side_stream_work({"median_ms": 0.24}) is None
+    # The bound grows with the call: 0.61 ms beside a 3 ms median is jitter, not hidden work.
+    assert side_stream_work({**hidden, "median_ms": 3.0}) is None
+
+
 def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidates() -> None:
     import torch
     import torch.nn.functional as F
