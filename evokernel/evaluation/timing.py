@@ -23,9 +23,11 @@ It is the per-call GPU time with launch overhead removed and the (small) working
 speedup always compares two figures taken the same way. Two choices there come from fresh-process
 repeats on an H100 (benchmarks.md, session 8): the p10, not the median, because host stalls only
 lengthen event-timed calls (a stalled process measured a 4.4 µs axpy at a median of 10-25 µs, p10
-4.3 µs, and once called it not launch-bound at all); and the difference of two replays, because one
-replay carries ~12 µs of fixed launch cost, so replay / n moved with n (1.37 µs per call at n = 46,
-1.72 at 20, 1.87 at 14).
+4.3 µs, and once called it not launch-bound at all); and the difference of two replays, because
+replay / n carries a replay's fixed cost divided by n (~2.6 µs in a quiet process: 1.375 µs per
+call at n = 46 against 1.318 by the difference) and, with few calls in a stalled process, host
+gaps too (1.72 µs at n = 20, 1.87 at n = 14). The same eager reference measured 2.41 and 2.78 µs
+at two places of one process by replay / n, 2.66-2.71 at both by the difference.
 
 **Baselines get a longer window** (``baseline_min_ms``, :meth:`TimingSettings.for_baseline`): a
 baseline is timed once per (task, GPU, software) and cached, so 1 s costs nothing per candidate,
