@@ -54,14 +54,17 @@ def test_wrong_result_is_incorrect_with_location(axpy_task: Task) -> None:
 
 
 def test_only_default_size_correct_fails_on_variant(axpy_task: Task) -> None:
-    """A kernel hard-coded to the shown size (n=1000) is caught by the n=77 variant: it computes
-    garbage, or (out-of-bounds under the interpreter) corrupts memory and dies."""
+    """A kernel hard-coded to the shown size (n=1000) passes the default sizes and is caught by
+    another variant. At n=77 it reads and writes 923 elements out of bounds, which under the
+    interpreter is undefined: it corrupts an input or the output (variant 1 fails), kills the
+    process, or lands harmlessly, and then the unseen n=1003 leaves 3 outputs unwritten (NaN from
+    the poisoned allocator). The last case happened once in a fresh-clone CI run (session 8)."""
     assert axpy_task.seed_source is not None
     hard = axpy_task.seed_source.replace("n = x.numel()", "n = 1000")
     ev = run_sandboxed(request(axpy_task, hard), timeout_s=120)
     assert ev.status in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.CRASHED), ev
     if ev.status is Status.INCORRECT:
-        assert "variant 1" in ev.reason
+        assert ev.reason.startswith(("variant 1 ", "unseen variant ")), ev.reason
 
 
 @pytest.mark.parametrize(
