@@ -176,7 +176,7 @@ def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingS
         result = _time_cpu(fn, settings)
     else:
         flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-        result = _time_cuda(fn, device, settings, flush, calls=1)
+        result = _time_cuda(fn, device, settings, flush)
         del flush
         walls = wall_medians(fn, device)
         fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
@@ -205,8 +205,9 @@ def _time_graph(
     fn: Callable[[], Any], device: torch.device, settings: TimingSettings, per_call_ms: float
 ) -> tuple[float, int] | None:
     """Per-call time from graphs of n and 2n calls, (replay(2n) - replay(n)) / n, and 2n; or None
-    when the call cannot be captured (host syncs, allocations the graph pool cannot serve): a
-    property of the kernel. n makes one replay ~``GRAPH_REPLAY_MS`` of GPU time."""
+    when the call cannot be captured (host syncs, allocations the graph pool cannot serve: a
+    property of the kernel) or the difference is not positive (no figure rather than a wrong one).
+    n makes one replay ~``GRAPH_REPLAY_MS`` of GPU time."""
     calls = max(1, min(GRAPH_MAX_CALLS // 2, math.ceil(GRAPH_REPLAY_MS / max(per_call_ms, 1e-6))))
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -223,7 +224,7 @@ def _time_graph(
         except RuntimeError:
             torch.cuda.synchronize(device)
             return None
-        replays.append(_time_cuda(graph.replay, device, settings, None, calls=1).median_ms)
+        replays.append(_time_cuda(graph.replay, device, settings, None).median_ms)
         del graph
     per_call = (replays[1] - replays[0]) / calls
     return (per_call, 2 * calls) if per_call > 0 else None
@@ -266,9 +267,9 @@ def enqueue_batch(fn: Callable[[], Any], flush: torch.Tensor | None, n: int = BA
     return pairs
 
 
-def collect_batch(pairs: Pairs, device: torch.device, calls: int = 1) -> list[float]:
+def collect_batch(pairs: Pairs, device: torch.device) -> list[float]:
     torch.cuda.synchronize(device)
-    return [b.elapsed_time(e) / calls for b, e in pairs]
+    return [b.elapsed_time(e) for b, e in pairs]
 
 
 def _settle(
@@ -276,7 +277,6 @@ def _settle(
     device: torch.device,
     settings: TimingSettings,
     flush: torch.Tensor | None,
-    calls: int,
 ) -> tuple[float, bool]:
     """Discarded windows of timed calls until the clock is steady: (milliseconds spent, settled)."""
     start = time.perf_counter()
@@ -286,7 +286,7 @@ def _settle(
         window_start = time.perf_counter()
         samples: list[float] = []
         while not samples or (time.perf_counter() - window_start) * 1e3 < SETTLE_WINDOW_MS:
-            samples += collect_batch(enqueue_batch(fn, flush), device, calls)
+            samples += collect_batch(enqueue_batch(fn, flush), device)
         windows.append(_interquartile_mean(samples))
         elapsed = (time.perf_counter() - start) * 1e3
         recent = windows[-SETTLE_WINDOWS:]
@@ -303,13 +303,12 @@ def _time_cuda(
     device: torch.device,
     settings: TimingSettings,
     flush: torch.Tensor | None,
-    calls: int,
 ) -> TimingResult:
     idle = clock_state(device)
     torch.cuda.synchronize(device)
     fn()  # first call: JIT compilation and autotuning stay out of the settle windows
     torch.cuda.synchronize(device)
-    warmup_ms, settled = _settle(fn, device, settings, flush, calls)
+    warmup_ms, settled = _settle(fn, device, settings, flush)
     samples: list[float] = []
     sm_mhz: list[int] = []
     at_start: dict[str, Any] = {}
@@ -329,7 +328,7 @@ def _time_cuda(
             sm = sm_clock_mhz(device)
         if sm:
             sm_mhz.append(sm)
-        samples.extend(collect_batch(pairs, device, calls))
+        samples.extend(collect_batch(pairs, device))
         spent_ms = (time.perf_counter() - budget_start) * 1e3
         if len(samples) >= settings.min_reps and (
             (median_rse(samples) < settings.target_rse and spent_ms >= settings.min_ms)
