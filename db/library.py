@@ -55,9 +55,17 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
     accounting in :mod:`evokernel.db.accounting`, the island index (bounded reads of island
     populations) in :mod:`evokernel.db.index`; this module keeps candidates and evaluations."""
 
-    def __init__(self, url_or_path: str | Path, *, migrate: bool = True) -> None:
-        self.url = upgrade(url_or_path) if migrate else normalize_url(url_or_path)
-        self._engine = make_engine(self.url)
+    def __init__(self, url_or_path: str | Path, *, migrate: bool = True, read_only: bool = False) -> None:
+        """``read_only``: the database refuses writes and nothing migrates (:mod:`evokernel.db.readonly`)."""
+        if read_only:
+            from evokernel.db.readonly import check_schema, make_readonly_engine, readonly_url
+
+            self.url = readonly_url(url_or_path)
+            self._engine = make_readonly_engine(self.url)
+            check_schema(self._engine, self.url)
+        else:
+            self.url = upgrade(url_or_path) if migrate else normalize_url(url_or_path)
+            self._engine = make_engine(self.url)
         self._scope = SessionScope(self._engine)
         self._task_ids: dict[tuple[str, str], int] = {}
 

@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--scale", default="small", choices=["small", "full"], help="task sizes to screen at")
     check.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
+    dash = sub.add_parser("dashboard", help="serve a live, read-only web dashboard over a library")
+    dash.add_argument("--library", default="evokernel.db", help="SQLAlchemy URL or SQLite file path")
+    dash.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every one)")
+    dash.add_argument("--port", type=int, default=8765)
+
     verify = sub.add_parser("verify", help="run every verifier stage on one candidate file")
     verify.add_argument("task", help="task file (KernelBench format)")
     verify.add_argument("candidate", help="candidate file defining ModelNew")
@@ -100,6 +105,13 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    from evokernel.dashboard import serve
+
+    serve(args.library, args.host, args.port)
+    return 0
+
+
 def _tasks_list(args: argparse.Namespace) -> int:
     from evokernel.report import format_table
     from evokernel.tasks import load_tasks
@@ -115,7 +127,7 @@ def _tasks_list(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "runs": _runs, "verify": _verify}
+    handlers = {"run": _run, "runs": _runs, "verify": _verify, "dashboard": _dashboard}
     try:
         if args.command == "db":
             return _db_upgrade(args)

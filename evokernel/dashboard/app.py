@@ -1,0 +1,122 @@
+"""The Starlette application: HTML pages, their JSON API, the live-update stream, static files.
+
+Pages are thin shells; their script fetches ``/api/...`` and redraws when ``/api/events`` says
+the library changed, so a page shows the same figures on first load and on every update. Handlers
+are plain functions, which Starlette runs in its thread pool: each is one short read transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from evokernel.dashboard import api
+from evokernel.dashboard.live import Watcher
+from evokernel.db import SolutionLibrary
+from evokernel.db.connection import redact
+from evokernel.exceptions import AnalysisError, LibraryError, RunNotFoundError
+
+HERE = Path(__file__).parent
+TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    body = json.dumps(payload, allow_nan=False, separators=(",", ":"))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
+    """A JSON handler whose known errors become 404 (nothing there) or 503 (library unreachable)."""
+
+    def handler(request: Request) -> Response:
+        try:
+            return _json(fn(request))
+        except (AnalysisError, RunNotFoundError) as exc:
+            return _json({"error": str(exc)}, 404)
+        except LibraryError as exc:
+            return _json({"error": str(exc)}, 503)
+        except ValueError as exc:  # a malformed query parameter
+            return _json({"error": str(exc)}, 400)
+        except KeyError as exc:
+            return _json({"error": f"missing query parameter {exc}"}, 400)
+
+    return handler
+
+
+def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
+    """The dashboard over ``lib`` (open it with ``read_only=True``); ``poll_s``: how often the one
+    watcher looks for changes."""
+    watcher = Watcher(lib, poll_s)
+    library_name = redact(lib.url)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await watcher.start()
+        try:
+            yield
+        finally:
+            await watcher.stop()
+
+    def page(template: str, **ids: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        def handler(request: Request) -> Response:
+            context = {"library": library_name, **{k: get(request) for k, get in ids.items()}}
+            return TEMPLATES.TemplateResponse(request, template, context)
+
+        return handler
+
+    def path(name: str) -> Callable[[Request], Any]:
+        return lambda r: r.path_params[name]
+
+    def query(name: str, default: str = "") -> Callable[[Request], str]:
+        return lambda r: r.query_params.get(name, default)
+
+    async def events(_request: Request) -> StreamingResponse:
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(watcher.stream(), media_type="text/event-stream", headers=headers)
+
+    routes = [
+        Route("/", page("runs.html")),
+        Route("/runs/{run_id}", page("run.html", run_id=path("run_id"))),
+        Route("/runs/{run_id}/tree", page("tree.html", run_id=path("run_id"), task=query("task"))),
+        Route("/runs/{run_id}/failures", page("failures.html", run_id=path("run_id"))),
+        Route("/candidates/{cid:int}", page("candidate.html", cid=path("cid"))),
+        Route("/api/runs", _guarded(lambda r: api.runs(lib))),
+        Route("/api/runs/{run_id}", _guarded(lambda r: api.run(lib, r.path_params["run_id"]))),
+        Route(
+            "/api/runs/{run_id}/best",
+            _guarded(
+                lambda r: api.best(lib, r.path_params["run_id"], r.query_params.get("x", "evaluations"))
+            ),
+        ),
+        Route(
+            "/api/runs/{run_id}/islands",
+            _guarded(lambda r: api.islands(lib, r.path_params["run_id"], r.query_params["task"])),
+        ),
+        Route("/api/runs/{run_id}/failures", _guarded(lambda r: api.failures(lib, r.path_params["run_id"]))),
+        Route(
+            "/api/runs/{run_id}/tree",
+            _guarded(
+                lambda r: api.tree(
+                    lib,
+                    r.path_params["run_id"],
+                    r.query_params["task"],
+                    int(r.query_params.get("limit", api.DEFAULT_LIMIT)),
+                )
+            ),
+        ),
+        Route("/api/candidates/{cid:int}", _guarded(lambda r: api.candidate(lib, r.path_params["cid"]))),
+        Route("/api/version", lambda r: JSONResponse({"version": watcher.version})),
+        Route("/api/events", events),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

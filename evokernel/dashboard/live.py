@@ -1,0 +1,74 @@
+"""Live updates: one watcher polls the library's change token and pushes it to every open page
+over server-sent events, so N viewers cost one cheap query per poll, not N.
+
+A page subscribes to ``/api/events``; it receives ``event: version`` with the token at once and
+again whenever the token changes, plus a comment every ``KEEPALIVE_S`` so proxies keep the stream
+open. The browser's EventSource reconnects by itself after a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+
+from evokernel.analysis.changes import library_version
+from evokernel.db import SolutionLibrary
+from evokernel.exceptions import LibraryError
+
+log = logging.getLogger(__name__)
+KEEPALIVE_S = 15.0
+
+
+class Watcher:
+    def __init__(self, lib: SolutionLibrary, poll_s: float) -> None:
+        self.lib = lib
+        self.poll_s = poll_s
+        self.version = ""
+        self._subscribers: set[asyncio.Queue[str]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.version = await run_in_threadpool(library_version, self.lib)
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for queue in self._subscribers:
+            queue.put_nowait("")  # an empty token ends the stream
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                version = await run_in_threadpool(library_version, self.lib)
+            except LibraryError as exc:  # a database restart: keep the pages, try again next poll
+                log.warning("dashboard: cannot read the library: %s", exc)
+                continue
+            if version != self.version:
+                self.version = version
+                for queue in self._subscribers:
+                    queue.put_nowait(version)
+
+    async def stream(self) -> AsyncIterator[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.add(queue)
+        try:
+            yield f"retry: 2000\nevent: version\ndata: {self.version}\n\n"
+            while True:
+                try:
+                    version = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    yield ": keepalive\n\n"
+                    continue
+                if not version:
+                    return
+                yield f"event: version\ndata: {version}\n\n"
+        finally:
+            self._subscribers.discard(queue)

@@ -1,0 +1,68 @@
+"use strict";
+(() => {
+  const { el, num, speedup, usd, badge, candidateLink } = evo;
+  const cid = document.getElementById("page").dataset.candidate;
+
+  const card = (label, value) => el("div", { class: "card" }, el("div", { class: "v" }, value), el("div", { class: "l", text: label }));
+
+  function evaluation(e, i) {
+    const d = e.details || {};
+    const stages = d.stages || [];
+    return el("div", { class: "evaluation" },
+      el("h3", {}, `evaluation ${i + 1} `, badge(e.status), " ", e.stage ? `at ${e.stage}` : "", " ", e.interpreter ? el("span", { class: "warn", text: "interpreter timings" }) : null),
+      e.reason ? el("p", { class: "reason", text: e.reason }) : null,
+      el("table", { class: "kv" }, el("tbody", {},
+        [["speedup vs eager / compile", `${speedup(e.speedup_eager)} / ${speedup(e.speedup_compile)}`],
+          ["runtime median (IQR, CV)", `${num(e.runtime_ms, 4)} ms (${num(e.runtime_iqr_ms, 4)}, ${num(e.runtime_cv, 3)})`],
+          ["eager / compile", `${num(e.eager_ms, 4)} / ${num(e.compile_ms, 4)} ms`],
+          ["max abs error", e.max_abs_error === null ? "–" : Number(e.max_abs_error).toExponential(2)],
+          ["profile", d.profile || "strict"], ["device", e.device || "–"], ["duration", `${num(e.duration_s, 2)} s`],
+          ["trials", d.trials === undefined ? "–" : JSON.stringify(d.trials)],
+        ].map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))))),
+      stages.length ? el("table", { class: "grid stages" },
+        el("thead", {}, el("tr", {}, ["stage", "status", "seconds", "reason"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, stages.map((s) => el("tr", {}, el("td", { text: s.stage }), el("td", {}, badge(s.status || "passed")),
+          el("td", { text: num(s.seconds, 3) }), el("td", { class: "reason", text: s.reason || "" }))))) : null,
+      e.feedback ? el("details", {}, el("summary", { text: "feedback given to the next prompt" }), el("pre", { text: e.feedback })) : null,
+    );
+  }
+
+  function render(c) {
+    const n = c.node;
+    document.getElementById("crumbs").replaceChildren(
+      el("a", { class: "crumb", href: `/runs/${c.run_id}` }, "run ", el("b", { text: c.run_id })),
+      el("a", { class: "crumb", href: `/runs/${c.run_id}/tree?task=${encodeURIComponent(c.task)}` }, "tree ", el("b", { text: c.task })));
+    document.getElementById("cand-title").replaceChildren(`candidate #${c.id} `, badge(n.status), " ", speedup(n.speedup));
+    document.getElementById("cards").replaceChildren(
+      card("task", c.task), card("operator", n.operator), card("model", n.model || "– (no LLM)"),
+      card("island / generation", `${n.island} / ${n.generation}`),
+      card("parents", n.parents.length ? el("span", {}, n.parents.map((p) => [candidateLink(p), " "])) : "none"));
+    const idea = document.getElementById("idea");
+    idea.hidden = !c.idea;
+    idea.textContent = c.idea ? `idea: ${c.idea}` : "";
+    document.getElementById("evaluations").replaceChildren(...(c.evaluations.length ? c.evaluations.map(evaluation) : [el("p", { class: "muted", text: "Not evaluated yet." })]));
+    const code = document.getElementById("source");
+    code.textContent = c.source;
+    delete code.dataset.highlighted;
+    hljs.highlightElement(code);
+    document.getElementById("diffs").replaceChildren(...(c.diffs.length ? c.diffs.map((d) => {
+      const box = el("div", { class: "diff" });
+      box.innerHTML = d.diff
+        ? Diff2Html.html(d.diff, { drawFileList: false, matching: "lines", outputFormat: "line-by-line" })
+        : "<p class=\"muted\">identical source</p>";
+      return el("div", {}, el("h3", {}, "parent ", candidateLink(d.parent)), box);
+    }) : [el("p", { class: "muted", text: "No parents: a seed or a fresh proposal." })]));
+    document.getElementById("llm").replaceChildren(...(c.llm_calls.length ? c.llm_calls.map((call) => el("div", { class: "llm" },
+      el("p", {}, el("b", { text: call.model }), ` · ${call.outcome} · ${call.prompt_tokens} prompt + ${call.completion_tokens} completion tokens · ${usd(call.cost_usd)} · ${num(call.latency_s)} s`),
+      call.error ? el("p", { class: "reason", text: call.error }) : null,
+      el("details", {}, el("summary", { text: "prompt" }), el("pre", { text: call.prompt })),
+      el("details", { open: "" }, el("summary", { text: "reply" }), el("pre", { text: call.reply })),
+    )) : [el("p", { class: "muted", text: "No LLM call: written by a non-LLM operator (seed, tune)." })]));
+  }
+
+  evo.onUpdate(async () => {
+    const data = await evo.getJSON(`/api/candidates/${cid}`);
+    if (evo.changed("candidate", data)) render(data);
+  });
+  evo.start();
+})();

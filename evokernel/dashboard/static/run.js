@@ -1,0 +1,124 @@
+"use strict";
+(() => {
+  const { el, fill, num, speedup, usd, time, badge, candidateLink } = evo;
+  const runId = document.getElementById("page").dataset.run;
+  const base = `/api/runs/${encodeURIComponent(runId)}`;
+  const charts = {};
+  const chart = (id) => (charts[id] ||= echarts.init(document.getElementById(id), null, { renderer: "canvas" }));
+  window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
+  window.evoCharts = charts; // for tests and the console
+  const xSelect = document.getElementById("best-x");
+  const taskSelect = document.getElementById("island-task");
+  const X_NAMES = { evaluations: "evaluations", wall_s: "active seconds", usd: "LLM USD" };
+
+  const card = (label, value, title) => el("div", { class: "card", title }, el("div", { class: "v" }, value), el("div", { class: "l", text: label }));
+
+  function renderOverview(data) {
+    const o = data.overview;
+    const r = o.run;
+    document.getElementById("run-title").replaceChildren(`${r.name} `, el("span", { class: "mono muted", text: r.id }), " ", badge(r.status));
+    document.getElementById("cards").replaceChildren(
+      card("evaluations / budget", `${r.evaluations} / ${r.budget || "–"}`),
+      card("tasks with a correct kernel", `${o.correct_tasks} / ${o.tasks.length}`),
+      card("geomean best speedup", speedup(o.geomean)),
+      card("LLM cost", usd(r.usd)),
+      card("started", time(r.started)),
+      card("finished", time(r.finished)),
+      o.interpreter ? card("timings", "interpreter", "Triton ran under TRITON_INTERPRET=1 on a CPU: timings say nothing about GPU speed") : null,
+    );
+    fill(document.querySelector("#tasks tbody"), o.tasks.map((t) => [
+      t.task,
+      t.best_candidate === null ? "–" : el("span", {}, speedup(t.speedup_eager), " ", candidateLink(t.best_candidate)),
+      speedup(t.speedup_compile), num(t.runtime_ms, 4), `${t.evaluations} / ${t.budget || "–"}`, t.correct,
+      t.profile, t.device || "–",
+      el("a", { href: `/runs/${encodeURIComponent(runId)}/tree?task=${encodeURIComponent(t.task)}`, text: "evolution tree" }),
+    ]));
+    const tasks = o.tasks.map((t) => t.task);
+    if ([...taskSelect.options].map((x) => x.value).join() !== tasks.join()) {
+      const keep = taskSelect.value;
+      taskSelect.replaceChildren(...tasks.map((t) => el("option", { value: t, text: t })));
+      if (tasks.includes(keep)) taskSelect.value = keep;
+    }
+    chart("fastp-chart").setOption({
+      animation: false, grid: { left: 48, right: 16, top: 16, bottom: 40 }, tooltip: { trigger: "axis" },
+      xAxis: { type: "value", name: "p", nameLocation: "middle", nameGap: 24 },
+      yAxis: { type: "value", min: 0, max: 1, name: "fast_p" },
+      series: [{ type: "line", step: "end", symbol: "none", areaStyle: { opacity: 0.15 }, data: o.fast_p }],
+    }, { notMerge: true });
+    renderPool(data.pool);
+    fill(document.querySelector("#usage tbody"), data.usage.map((u) => [
+      u.task || "–", u.model, u.calls, u.failed, `${u.prompt_tokens} / ${u.completion_tokens}`, usd(u.cost_usd), `${num(u.mean_latency_s)} s`,
+    ]));
+  }
+
+  function renderPool(p) {
+    document.getElementById("pool-window").textContent = p.evaluations
+      ? `from the run's ${p.evaluations} newest evaluations, ${time(p.window_start)} to ${time(p.window_end)}` : "no evaluations yet";
+    const share = (x) => (x === null ? "– (no GPU lock: CPU run)" : `${(x * 100).toFixed(1)} %`);
+    const stages = Object.entries(p.stage_mean_s).map(([k, v]) => `${k} ${v === null ? "–" : `${num(v, 3)} s`}`).join(" · ");
+    const rows = [
+      ["throughput", p.per_min === null ? "–" : `${num(p.per_min, 1)} evaluations / min`],
+      ["mean evaluation", p.mean_duration_s === null ? "–" : `${num(p.mean_duration_s, 3)} s`],
+      ["mean per stage", stages],
+      ["GPU lock held / waited", `${share(p.gpu_lock_held_share)} / ${share(p.gpu_lock_wait_share)}`],
+      ["devices", Object.entries(p.devices).map(([d, n]) => `${d} (${n})`).join(", ") || "–"],
+      ["waiting", `${p.pending_candidates} candidates to evaluate, ${p.open_proposals} proposals being written`],
+    ];
+    document.querySelector("#pool tbody").replaceChildren(...rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))));
+  }
+
+  function renderBest(data) {
+    const series = Object.entries(data.tasks).map(([task, t]) => ({
+      name: task, type: "line", step: "end", showSymbol: false,
+      data: t.points.filter((p) => p[1] !== null).map((p) => ({ value: [p[0], p[1]], candidate: p[2] })),
+    }));
+    const c = chart("best-chart");
+    c.setOption({
+      animation: false, legend: { type: "scroll", top: 0 }, grid: { left: 48, right: 16, top: 32, bottom: 40 },
+      tooltip: { trigger: "item", formatter: (p) => `${p.seriesName}<br>${X_NAMES[data.x]} ${num(p.value[0], data.x === "evaluations" ? 0 : 2)}: ${speedup(p.value[1])}<br>candidate #${p.data.candidate}` },
+      xAxis: { type: "value", name: X_NAMES[data.x], nameLocation: "middle", nameGap: 24 },
+      yAxis: { type: "value", name: "speedup vs eager" },
+      series,
+    }, { notMerge: true });
+    c.off("click");
+    c.on("click", (p) => { if (p.data && p.data.candidate) window.location.href = `/candidates/${p.data.candidate}`; });
+  }
+
+  function renderIslands(data) {
+    chart("island-chart").setOption({
+      animation: false, legend: { type: "scroll", top: 0 }, grid: { left: 48, right: 16, top: 32, bottom: 40 }, tooltip: { trigger: "axis" },
+      xAxis: { type: "value", name: "generation", nameLocation: "middle", nameGap: 24 },
+      yAxis: { type: "value", name: "best speedup" },
+      series: [
+        ...data.islands.map((i) => ({ name: `island ${i.island}`, type: "line", step: "end", data: i.curve })),
+        { name: "migrations", type: "scatter", symbol: "triangle", symbolSize: 9,
+          data: data.events.filter((e) => e.kind === "migrate").map((e) => [e.generation, 0]) },
+      ],
+    }, { notMerge: true });
+    fill(document.querySelector("#islands tbody"), data.islands.map((i) => [
+      i.island, i.candidates, i.correct, speedup(i.best), i.migrants_in, i.migrants_out, i.resets,
+    ]));
+  }
+
+  function renderFailures(data) {
+    const top = data.failures.slice(0, 12);
+    fill(document.querySelector("#failures tbody"), evo.failureRows(top));
+  }
+
+  async function update() {
+    const [run, best, failures] = await Promise.all([
+      evo.getJSON(base), evo.getJSON(`${base}/best?x=${xSelect.value}`), evo.getJSON(`${base}/failures`),
+    ]);
+    if (evo.changed("run", run)) renderOverview(run);
+    if (evo.changed("best", best)) renderBest(best);
+    if (evo.changed("failures", failures)) renderFailures(failures);
+    if (taskSelect.value) {
+      const islands = await evo.getJSON(`${base}/islands?task=${encodeURIComponent(taskSelect.value)}`);
+      if (evo.changed("islands", islands)) renderIslands(islands);
+    }
+  }
+  xSelect.addEventListener("change", update);
+  taskSelect.addEventListener("change", update);
+  evo.onUpdate(update);
+  evo.start();
+})();

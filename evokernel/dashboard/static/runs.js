@@ -1,0 +1,28 @@
+"use strict";
+(() => {
+  const { el, fill, speedup, usd, time, badge } = evo;
+  const runLink = (id) => el("a", { href: `/runs/${id}`, class: "mono", text: id });
+
+  function progress(done, budget) {
+    const share = budget ? Math.min(done / budget, 1) : 0;
+    return el("span", { class: "progress" },
+      el("span", { class: "bar" }, el("span", { class: "fill", style: `width:${(share * 100).toFixed(1)}%` })),
+      `${done} / ${budget || "–"}`);
+  }
+
+  evo.onUpdate(async () => {
+    const data = await evo.getJSON("/api/runs");
+    if (!evo.changed("runs", data)) return;
+    fill(document.querySelector("#runs tbody"), data.runs.map((r) => [
+      runLink(r.id), r.name, r.sweep_id ? `${r.sweep_id} #${r.cell}` : "–", badge(r.status), time(r.started),
+      time(r.finished), r.tasks, progress(r.evaluations, r.budget), speedup(r.best_speedup), usd(r.usd),
+    ]));
+    document.getElementById("no-runs").hidden = data.runs.length > 0;
+    document.getElementById("sweeps-section").hidden = data.sweeps.length === 0;
+    fill(document.querySelector("#sweeps tbody"), data.sweeps.map((s) => [
+      el("span", { class: "mono", text: s.id }), s.name, badge(s.status), s.axes.join(", ") || "–", time(s.started),
+      el("span", {}, s.cells.map((id) => [runLink(id), " "])),
+    ]));
+  });
+  evo.start();
+})();
