@@ -10,6 +10,7 @@ it. Each ``max(id)`` is one primary-key lookup (O(log n)); the runs table holds 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -28,13 +29,22 @@ from evokernel.db.models import (
 _APPEND_ONLY = (EvaluationRow, CandidateRow, ProposalRow, LLMCallRow, IslandEventRow, RunEventRow)
 
 
-def library_version(lib: SolutionLibrary) -> str:
-    """A short string that differs whenever the library gained rows or a run changed status."""
+@dataclass(frozen=True)
+class LibraryState:
+    token: str  # differs whenever the library gained rows or a run changed status
+    statuses: dict[str, str]  # run id -> status
 
-    def fn(s: Session) -> str:
+
+def library_state(lib: SolutionLibrary) -> LibraryState:
+    def fn(s: Session) -> LibraryState:
         parts = [str(s.scalar(select(func.max(t.id))) or 0) for t in _APPEND_ONLY]
         statuses = s.execute(select(RunRow.id, RunRow.status).order_by(RunRow.id)).all()
         digest = hashlib.sha256(repr(statuses).encode()).hexdigest()[:12]
-        return ".".join([*parts, digest])
+        return LibraryState(".".join([*parts, digest]), {r: st for r, st in statuses})
 
     return lib.read(fn)
+
+
+def library_version(lib: SolutionLibrary) -> str:
+    """A short string that differs whenever the library gained rows or a run changed status."""
+    return library_state(lib).token

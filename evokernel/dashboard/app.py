@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from evokernel.dashboard import api
+from evokernel.dashboard.cache import AnswerCache
 from evokernel.dashboard.live import Watcher
 from evokernel.db import SolutionLibrary
 from evokernel.db.connection import redact
@@ -67,6 +68,19 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
         finally:
             await watcher.stop()
 
+    cache = AnswerCache()
+
+    def answer(run_param: str | None, compute: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        """A cached JSON handler: keyed by path and query, valid while the library state the
+        answer depends on (the run's, for ``run_param``) is unchanged."""
+
+        def fn(request: Request) -> Any:
+            run_id = request.path_params.get(run_param) if run_param else None
+            key = (request.url.path, tuple(sorted(request.query_params.multi_items())))
+            return cache.get(key, watcher.stamp(run_id), lambda: compute(request))
+
+        return _guarded(fn)
+
     def page(template: str, **ids: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def handler(request: Request) -> Response:
             context = {"library": library_name, **{k: get(request) for k, get in ids.items()}}
@@ -90,31 +104,36 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
         Route("/runs/{run_id}/tree", page("tree.html", run_id=path("run_id"), task=query("task"))),
         Route("/runs/{run_id}/failures", page("failures.html", run_id=path("run_id"))),
         Route("/candidates/{cid:int}", page("candidate.html", cid=path("cid"))),
-        Route("/api/runs", _guarded(lambda r: api.runs(lib))),
-        Route("/api/runs/{run_id}", _guarded(lambda r: api.run(lib, r.path_params["run_id"]))),
+        Route("/api/runs", answer(None, lambda r: api.runs(lib))),
+        Route("/api/runs/{run_id}", answer("run_id", lambda r: api.run(lib, r.path_params["run_id"]))),
         Route(
             "/api/runs/{run_id}/best",
-            _guarded(
-                lambda r: api.best(lib, r.path_params["run_id"], r.query_params.get("x", "evaluations"))
+            answer(
+                "run_id",
+                lambda r: api.best(lib, r.path_params["run_id"], r.query_params.get("x", "evaluations")),
             ),
         ),
         Route(
             "/api/runs/{run_id}/islands",
-            _guarded(lambda r: api.islands(lib, r.path_params["run_id"], r.query_params["task"])),
+            answer("run_id", lambda r: api.islands(lib, r.path_params["run_id"], r.query_params["task"])),
         ),
-        Route("/api/runs/{run_id}/failures", _guarded(lambda r: api.failures(lib, r.path_params["run_id"]))),
+        Route(
+            "/api/runs/{run_id}/failures",
+            answer("run_id", lambda r: api.failures(lib, r.path_params["run_id"])),
+        ),
         Route(
             "/api/runs/{run_id}/tree",
-            _guarded(
+            answer(
+                "run_id",
                 lambda r: api.tree(
                     lib,
                     r.path_params["run_id"],
                     r.query_params["task"],
                     int(r.query_params.get("limit", api.DEFAULT_LIMIT)),
-                )
+                ),
             ),
         ),
-        Route("/api/candidates/{cid:int}", _guarded(lambda r: api.candidate(lib, r.path_params["cid"]))),
+        Route("/api/candidates/{cid:int}", answer(None, lambda r: api.candidate(lib, r.path_params["cid"]))),
         Route("/api/version", lambda r: JSONResponse({"version": watcher.version})),
         Route("/api/events", events),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 
-from evokernel.analysis.changes import library_version
+from evokernel.analysis.changes import LibraryState, library_state
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import LibraryError
 
@@ -27,12 +27,12 @@ class Watcher:
     def __init__(self, lib: SolutionLibrary, poll_s: float) -> None:
         self.lib = lib
         self.poll_s = poll_s
-        self.version = ""
+        self.state = LibraryState("", {})
         self._subscribers: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.version = await run_in_threadpool(library_version, self.lib)
+        self.state = await run_in_threadpool(library_state, self.lib)
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
@@ -47,14 +47,24 @@ class Watcher:
         while True:
             await asyncio.sleep(self.poll_s)
             try:
-                version = await run_in_threadpool(library_version, self.lib)
+                state = await run_in_threadpool(library_state, self.lib)
             except LibraryError as exc:  # a database restart: keep the pages, try again next poll
                 log.warning("dashboard: cannot read the library: %s", exc)
                 continue
-            if version != self.version:
-                self.version = version
+            if state.token != self.state.token:
+                self.state = state
                 for queue in self._subscribers:
-                    queue.put_nowait(version)
+                    queue.put_nowait(state.token)
+
+    @property
+    def version(self) -> str:
+        return self.state.token
+
+    def stamp(self, run_id: str | None = None) -> str:
+        """The library state an answer about ``run_id`` depends on (see evokernel.dashboard.cache):
+        a run that is not running changes only with its status; anything else with any write."""
+        status = self.state.statuses.get(run_id or "")
+        return f"status:{status}" if status not in (None, "running") else self.state.token
 
     async def stream(self) -> AsyncIterator[str]:
         queue: asyncio.Queue[str] = asyncio.Queue()

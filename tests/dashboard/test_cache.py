@@ -1,0 +1,50 @@
+"""Answers are computed once per library state, however many viewers ask at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from evokernel.dashboard.cache import AnswerCache
+
+
+def test_concurrent_viewers_share_one_computation_and_a_new_state_recomputes() -> None:
+    cache = AnswerCache()
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        time.sleep(0.2)  # long enough that the other viewers arrive while it runs
+        return len(calls)
+
+    answers: list[int] = []
+    viewers = [
+        threading.Thread(target=lambda: answers.append(cache.get("k", "s1", compute))) for _ in range(5)
+    ]
+    for v in viewers:
+        v.start()
+    for v in viewers:
+        v.join()
+    assert answers == [1] * 5 and len(calls) == 1
+    assert cache.get("k", "s2", compute) == 2  # the library changed
+    assert cache.get("other", "s2", compute) == 3  # another page
+
+
+def test_errors_are_not_cached() -> None:
+    cache = AnswerCache()
+
+    def fail() -> int:
+        raise ValueError("library unreachable")
+
+    with pytest.raises(ValueError):
+        cache.get("k", "s", fail)
+    assert cache.get("k", "s", lambda: 7) == 7
+
+
+def test_entries_are_bounded() -> None:
+    cache = AnswerCache(max_entries=3)
+    for i in range(10):
+        cache.get(i, "s", lambda i=i: i)
+    assert cache.get(9, "s", lambda: -1) == 9 and cache.get(0, "s", lambda: -1) == -1
