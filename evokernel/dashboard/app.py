@@ -68,7 +68,7 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
         finally:
             await watcher.stop()
 
-    cache = AnswerCache()
+    cache = AnswerCache(on_refreshed=watcher.answers_refreshed)
 
     def answer(run_param: str | None, compute: Callable[[Request], Any]) -> Callable[[Request], Response]:
         """A cached JSON handler: keyed by path and query, valid while the library state the

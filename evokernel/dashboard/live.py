@@ -2,8 +2,9 @@
 over server-sent events, so N viewers cost one cheap query per poll, not N.
 
 A page subscribes to ``/api/events``; it receives ``event: version`` with the token at once and
-again whenever the token changes, plus a comment every ``KEEPALIVE_S`` so proxies keep the stream
-open. The browser's EventSource reconnects by itself after a dropped connection.
+again whenever the token changes, ``event: refreshed`` when a recomputed answer is ready
+(evokernel.dashboard.cache), plus a comment every ``KEEPALIVE_S`` so proxies keep the stream open.
+The browser's EventSource reconnects by itself after a dropped connection.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ class Watcher:
         self.state = LibraryState("", {})
         self._subscribers: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
+        self._event_loop = asyncio.get_running_loop()
         self.state = await run_in_threadpool(library_state, self.lib)
         self._task = asyncio.create_task(self._loop())
 
@@ -40,8 +43,7 @@ class Watcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for queue in self._subscribers:
-            queue.put_nowait("")  # an empty token ends the stream
+        self._broadcast("")  # ends every stream
 
     async def _loop(self) -> None:
         while True:
@@ -53,8 +55,17 @@ class Watcher:
                 continue
             if state.token != self.state.token:
                 self.state = state
-                for queue in self._subscribers:
-                    queue.put_nowait(state.token)
+                self._broadcast(state.token)
+
+    def answers_refreshed(self) -> None:
+        """Called from any thread when a recomputed answer is ready: pages fetch again."""
+        if self._event_loop is not None:
+            with contextlib.suppress(RuntimeError):  # the server stopped meanwhile: nobody to tell
+                self._event_loop.call_soon_threadsafe(self._broadcast, "refreshed")
+
+    def _broadcast(self, message: str) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(message)
 
     @property
     def version(self) -> str:
@@ -79,6 +90,9 @@ class Watcher:
                     continue
                 if not version:
                     return
-                yield f"event: version\ndata: {version}\n\n"
+                if version == "refreshed":
+                    yield "event: refreshed\ndata: \n\n"
+                else:
+                    yield f"event: version\ndata: {version}\n\n"
         finally:
             self._subscribers.discard(queue)

@@ -8,9 +8,10 @@ import time
 import pytest
 
 from evokernel.dashboard.cache import AnswerCache
+from evokernel.exceptions import LibraryError
 
 
-def test_concurrent_viewers_share_one_computation_and_a_new_state_recomputes() -> None:
+def test_concurrent_viewers_share_one_computation() -> None:
     cache = AnswerCache()
     calls: list[int] = []
 
@@ -28,17 +29,33 @@ def test_concurrent_viewers_share_one_computation_and_a_new_state_recomputes() -
     for v in viewers:
         v.join()
     assert answers == [1] * 5 and len(calls) == 1
-    assert cache.get("k", "s2", compute) == 2  # the library changed
-    assert cache.get("other", "s2", compute) == 3  # another page
+    assert cache.get("other", "s1", compute) == 2  # another page
+
+
+def test_after_a_change_the_previous_answer_comes_at_once_and_the_new_one_follows() -> None:
+    refreshed = threading.Event()
+    cache = AnswerCache(on_refreshed=refreshed.set)
+    release = threading.Event()
+    assert cache.get("k", "s1", lambda: "old") == "old"
+
+    def slow() -> str:
+        release.wait(10)
+        return "new"
+
+    assert cache.get("k", "s2", slow) == "old"  # not held while the library is read again
+    assert cache.get("k", "s2", lambda: "never") == "old"  # one recomputation, not two
+    release.set()
+    assert refreshed.wait(10)
+    assert cache.get("k", "s2", lambda: "never") == "new"
 
 
 def test_errors_are_not_cached() -> None:
     cache = AnswerCache()
 
     def fail() -> int:
-        raise ValueError("library unreachable")
+        raise LibraryError("library unreachable")
 
-    with pytest.raises(ValueError):
+    with pytest.raises(LibraryError):
         cache.get("k", "s", fail)
     assert cache.get("k", "s", lambda: 7) == 7
 

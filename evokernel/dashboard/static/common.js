@@ -89,6 +89,8 @@ const evo = (() => {
       if (version !== null && event.data !== version) setTimeout(refresh, 0);
       version = event.data;
     });
+    // A recomputed answer is ready (the server answered the last fetch with the previous one).
+    source.addEventListener("refreshed", () => setTimeout(refresh, 0));
     source.addEventListener("error", () => {
       badgeEl.textContent = "reconnecting";
       badgeEl.className = "live off";
