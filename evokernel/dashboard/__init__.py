@@ -9,6 +9,6 @@ vendored under ``static/vendor`` (VENDORED.md) so the page works offline.
 
 from __future__ import annotations
 
-from evokernel.dashboard.server import open_library, running, serve
+from evokernel.dashboard.server import DashboardError, DashboardUnavailable, open_library, running, serve
 
-__all__ = ["open_library", "running", "serve"]
+__all__ = ["DashboardError", "DashboardUnavailable", "open_library", "running", "serve"]

@@ -96,8 +96,11 @@ def islands(lib: SolutionLibrary, run_id: str, task: str) -> dict[str, Any]:
         if g.best_speedup is not None and (isl["best"] is None or g.best_speedup > isl["best"]):
             isl["best"] = g.best_speedup
             isl["curve"].append([g.generation, g.best_speedup])
+        isl["last_generation"] = max(isl.get("last_generation", 0), g.generation)
     events = [jsonable(e) for e in history.events if e.task == task]
     for isl in per.values():
+        if isl["curve"] and isl["last_generation"] > isl["curve"][-1][0]:  # the step line runs to now
+            isl["curve"].append([isl["last_generation"], isl["best"]])
         mine = [e for e in events if e["island"] == isl["island"]]
         isl["migrants_in"] = sum(1 for e in mine if e["kind"] == "migrate")
         isl["migrants_out"] = sum(

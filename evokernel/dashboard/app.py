@@ -24,7 +24,7 @@ from evokernel.dashboard import api
 from evokernel.dashboard.cache import AnswerCache
 from evokernel.dashboard.live import Watcher
 from evokernel.db import SolutionLibrary
-from evokernel.db.connection import redact
+from evokernel.db.readonly import display_url
 from evokernel.exceptions import AnalysisError, LibraryError, RunNotFoundError
 
 HERE = Path(__file__).parent
@@ -58,7 +58,7 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
     """The dashboard over ``lib`` (open it with ``read_only=True``); ``poll_s``: how often the one
     watcher looks for changes."""
     watcher = Watcher(lib, poll_s)
-    library_name = redact(lib.url)
+    library_name = display_url(lib.url)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

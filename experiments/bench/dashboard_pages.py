@@ -1,19 +1,13 @@
 """Dashboard page times on a generated library of 1M evaluations (issue 20: pages < 1 s).
 
-Fills a SQLite library (through the shipped migrations, then bulk ``executemany`` inserts in the
-schema's own columns) shaped like a long experiment: ``--runs`` runs of 4 tasks; the first run
-holds ``--big-share`` of the rows and stays "running"; every candidate has a proposal, an LLM call
-(prompt and reply), one evaluation with stage timings, and one parent (10 % crossovers: two); 45 %
-are correct, the rest spread over every failure status with ~40 distinct reasons; 4 islands with
-migrations every 10 generations. Sources, prompts and replies are ~0.5-1 KB (real ones are 2-8 KB:
-the generated library stays ~3 GB instead of ~15 GB; the page queries read no source but the
-candidate page's one).
+The library comes from dashboard_library.py (a long experiment's shape: one running run of 600k
+evaluations among 9 runs). The script serves the dashboard read-only from a thread and times, per
+page, the JSON calls the page makes: *computed* (the answer built from the library: what a
+viewer waits for the first time, and what the background recomputation costs after a change) and
+*served* (over HTTP with httpx once the answer cache holds it). ``--compare-indexes`` measures a
+second time after adding EXTRA_INDEXES, side by side in one run. Prints tables, then one JSON line.
 
-Then serves the dashboard read-only from a thread and times each JSON endpoint a page loads
-(``--reps`` calls each, over HTTP with httpx, after one warm-up call), and each page's total (its
-calls in sequence). Prints a table, then one JSON line last.
-
-    python experiments/bench/dashboard_pages.py                    # 1M evaluations, ~4 min fill
+    python experiments/bench/dashboard_pages.py --compare-indexes  # 1M evaluations: ~4 min fill, ~12 min
     python experiments/bench/dashboard_pages.py --evaluations 20000 --reps 3   # smoke run
 """
 
@@ -23,375 +17,22 @@ import argparse
 import json
 import os
 import platform
-import random
 import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from dashboard_library import fill
 
 from evokernel.analysis.changes import library_version
 from evokernel.dashboard import api, open_library, running
-from evokernel.db import upgrade
-
-TASKS = ("softmax", "rmsnorm", "matmul_fp16", "layernorm")
-ISLANDS = 4
-PER_GENERATION = 40  # candidates of a task per generation
-STATUSES = (
-    ("correct", "timing", 45),
-    ("compile_error", "build", 18),
-    ("incorrect", "correctness", 15),
-    ("runtime_error", "correctness", 10),
-    ("timeout", "timing", 4),
-    ("rejected", "integrity", 5),
-    ("crashed", "correctness", 3),
-)
-REASONS = {
-    "compile_error": [
-        f"CompilationError: at {i}:{j}: {m}"
-        for i, j, m in [
-            (12, 4, "unsupported tensor index"),
-            (20, 8, "incompatible shapes"),
-            (31, 12, "dot requires 2D"),
-            (17, 2, "undefined name 'BLOCK'"),
-            (9, 6, "constexpr expected"),
-        ]
-        for _ in range(2)
-    ],
-    "incorrect": [
-        f"variant {v}: max abs error {e} > atol 1e-4" for v in range(3) for e in ("0.031", "1.2", "inf")
-    ],
-    "runtime_error": [
-        "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "ValueError: too many values to unpack",
-        "RuntimeError: shape mismatch in output",
-    ],
-    "timeout": ["timed out after 180 s"],
-    "rejected": [
-        "rule output_reuse: the output is returned from a cache",
-        "rule stream_escape: work left on a side stream",
-        "rule baseline_call: the reference's forward was called",
-    ],
-    "crashed": ["killed by signal 11 (SIGSEGV)", "killed by signal 9 (out of memory)"],
-}
-KERNEL = """import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def kernel_{cid}(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.maximum(x, {k}), mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        kernel_{cid}[(triton.cdiv(x.numel(), {block}),)](x, y, x.numel(), BLOCK={block}, num_warps={warps})
-        return y
-"""
-
-
-# The generated tables' columns, in the order the rows below are built.
-COLUMNS = {
-    "proposals": (
-        "id",
-        "run_id",
-        "task_id",
-        "seq",
-        "island",
-        "generation",
-        "operator",
-        "parents",
-        "idea",
-        "state",
-        "reason",
-        "raw_reply",
-        "created_at",
-        "branch",
-        "count",
-        "ideas",
-    ),
-    "candidates": (
-        "id",
-        "run_id",
-        "task_id",
-        "proposal_id",
-        "island",
-        "generation",
-        "operator",
-        "source",
-        "source_hash",
-        "status",
-        "reason",
-        "speedup",
-        "created_at",
-        "branch",
-    ),
-    "evaluations": (
-        "id",
-        "candidate_id",
-        "status",
-        "reason",
-        "stage",
-        "device",
-        "interpreter",
-        "max_abs_error",
-        "runtime_ms",
-        "runtime_iqr_ms",
-        "runtime_cv",
-        "eager_ms",
-        "speedup_eager",
-        "compile_ms",
-        "speedup_compile",
-        "feedback",
-        "duration_s",
-        "details",
-        "created_at",
-    ),
-    "llm_calls": (
-        "run_id",
-        "proposal_id",
-        "model",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost_usd",
-        "latency_s",
-        "outcome",
-        "error",
-        "prompt_hash",
-        "prompt",
-        "reply",
-        "created_at",
-    ),
-    "island_events": (
-        "run_id",
-        "task_id",
-        "generation",
-        "kind",
-        "island",
-        "candidate_id",
-        "from_island",
-        "created_at",
-    ),
-    "candidate_parents": ("child_id", "parent_id", "rank"),
-}
-
-
-def _insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[object, ...]]) -> None:
-    columns = COLUMNS[table]
-    marks = ",".join("?" * len(columns))
-    conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
-
-
-def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def fill(path: Path, evaluations: int, runs: int, big_share: float, seed: int = 0) -> None:
-    """Write the library (the first run, by id, is the big one)."""
-    upgrade(str(path))
-    rng = random.Random(seed)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=OFF")
-    weights = [w for _s, _st, w in STATUSES]
-    t0 = datetime(2026, 11, 1)
-    sizes = [int(evaluations * big_share)] + [int(evaluations * (1 - big_share) / max(runs - 1, 1))] * (
-        runs - 1
-    )
-    cid = pid = eid = 0
-    for r, size in enumerate(sizes):
-        run_id = f"run{r:04d}bench"[:12]
-        status = "running" if r == 0 else "finished"
-        config = {"strategy": "pike_b", "budget": {"evaluations": size // len(TASKS) + 100}}
-        start = t0 + timedelta(days=r)
-        conn.execute(
-            "INSERT INTO runs (id, name, seed, config, status, created_at, finished_at) VALUES (?,?,?,?,?,?,?)",  # noqa: E501 (one statement per table)
-            (
-                run_id,
-                f"bench-{r}",
-                r,
-                json.dumps(config),
-                status,
-                _ts(start),
-                None if r == 0 else _ts(start + timedelta(hours=20)),
-            ),
-        )
-        conn.execute(
-            "INSERT INTO run_events (run_id, kind, message, data, created_at) VALUES (?,?,?,?,?)",
-            (run_id, "started", "", "{}", _ts(start)),
-        )
-        for pos, name in enumerate(TASKS):
-            task_id = conn.execute(
-                "INSERT INTO tasks (name, source_hash, source, path, level, meta, created_at) VALUES (?,?,?,?,?,?,?)",  # noqa: E501 (one statement per table)
-                (f"{name}", f"{r:04d}{pos:012d}", f"# {name}\n", f"/tasks/{name}.py", 1, "{}", _ts(start)),
-            ).lastrowid
-            conn.execute(
-                "INSERT INTO run_tasks (run_id, task_id, name, position) VALUES (?,?,?,?)",
-                (run_id, task_id, name, pos),
-            )
-            conn.executemany(
-                'INSERT INTO islands (run_id, task_id, "index", created_at) VALUES (?,?,?,?)',
-                [(run_id, task_id, i, _ts(start)) for i in range(ISLANDS)],
-            )
-            n = size // len(TASKS)
-            props, cands, parents, evals, calls, events = [], [], [], [], [], []
-            first = cid + 1
-            for k in range(n):
-                cid += 1
-                pid += 1
-                eid += 1
-                gen = k // PER_GENERATION
-                island = k % ISLANDS
-                at = start + timedelta(seconds=2 * k + pos)
-                status, stage, *_ = rng.choices(STATUSES, weights)[0]
-                par: list[int] = []
-                if k:
-                    par = [rng.randrange(max(first, cid - 400), cid)]
-                    if rng.random() < 0.1:
-                        par.append(rng.randrange(max(first, cid - 400), cid))
-                        par = sorted(set(par))
-                op = "seed" if not k else ("crossover" if len(par) > 1 else "mutate")
-                props.append(
-                    (
-                        pid,
-                        run_id,
-                        task_id,
-                        k,
-                        island,
-                        gen,
-                        op,
-                        json.dumps(par),
-                        "tile the reduction",
-                        "done",
-                        "",
-                        "",
-                        _ts(at),
-                        0,
-                        1,
-                        "[]",
-                    )
-                )
-                speedup = (
-                    round(rng.lognormvariate(0.0, 0.35) * (1 + gen / 2000), 4)
-                    if status == "correct"
-                    else None
-                )
-                reason = rng.choice(REASONS[status]) if status != "correct" else ""
-                source = KERNEL.format(
-                    cid=cid, k=k % 7, block=rng.choice((128, 256, 512, 1024)), warps=rng.choice((2, 4, 8))
-                )
-                cands.append(
-                    (
-                        cid,
-                        run_id,
-                        task_id,
-                        pid,
-                        island,
-                        gen,
-                        op,
-                        source,
-                        f"{cid:016x}",
-                        status,
-                        reason,
-                        speedup,
-                        _ts(at),
-                        0,
-                    )
-                )
-                parents += [(cid, p, i) for i, p in enumerate(par)]
-                stages = [
-                    {
-                        "stage": "queue",
-                        "status": "passed",
-                        "reason": "",
-                        "seconds": round(rng.random() * 0.2, 4),
-                    },
-                    {
-                        "stage": "build",
-                        "status": "passed" if status != "compile_error" else "failed",
-                        "reason": "",
-                        "seconds": round(rng.random() * 3, 3),
-                    },
-                ]
-                details = {
-                    "stages": stages,
-                    "profile": "strict",
-                    "gpu_lock": {"wait_s": 0.05, "exclusive_s": 0.4, "shared_s": 0.3},
-                }
-                rt = 1.0 / speedup if speedup else None
-                evals.append(
-                    (
-                        eid,
-                        cid,
-                        status,
-                        reason,
-                        stage,
-                        "NVIDIA H100 80GB HBM3",
-                        0,
-                        1e-6 if speedup else None,
-                        rt,
-                        0.001 if rt else None,
-                        0.01 if rt else None,
-                        1.0 if rt else None,
-                        speedup,
-                        0.8 if rt else None,
-                        (0.8 / rt) if rt else None,
-                        reason,
-                        4.2,
-                        json.dumps(details),
-                        _ts(at + timedelta(seconds=1)),
-                    )
-                )
-                if op != "seed":
-                    prompt = (
-                        f"You write Triton kernels. Improve candidate {par[0]} of {name}:\n" + source[:400]
-                    )
-                    calls.append(
-                        (
-                            run_id,
-                            pid,
-                            "openai/gpt-5-mini",
-                            2400,
-                            900,
-                            0.0021,
-                            8.5,
-                            "ok",
-                            "",
-                            f"{pid:016x}",
-                            prompt,
-                            "```python\n" + source + "```",
-                            _ts(at),
-                        )
-                    )
-                if k and k % (PER_GENERATION * 10) == 0:
-                    events += [
-                        (run_id, task_id, gen, "migrate", (i + 1) % ISLANDS, cid - 1, i, _ts(at))
-                        for i in range(ISLANDS)
-                    ]
-            _insert(conn, "proposals", props)
-            _insert(conn, "candidates", cands)
-            _insert(conn, "candidate_parents", parents)
-            _insert(conn, "evaluations", evals)
-            _insert(conn, "llm_calls", calls)
-            _insert(conn, "island_events", events)
-            conn.commit()
-    conn.execute("ANALYZE")
-    conn.commit()
-    conn.close()
-
+from evokernel.db import SolutionLibrary
 
 # Indexes the shipped schema lacks that the measured pages would use (see docs/benchmarks.md);
-# --extra-indexes adds them to the generated library to measure their effect side by side.
+# --compare-indexes adds them to the generated library to measure their effect side by side.
 EXTRA_INDEXES = (
     "CREATE INDEX IF NOT EXISTS ix_llm_calls_proposal_id ON llm_calls (proposal_id)",
     "CREATE INDEX IF NOT EXISTS ix_llm_calls_run_usage ON llm_calls "
@@ -428,6 +69,62 @@ def computed(fn: Callable[[], object], reps: int) -> list[float]:
     return out
 
 
+Work = dict[str, list[tuple[str, Callable[[], object]]]]
+
+
+def pages(lib: SolutionLibrary, run_id: str) -> Work:
+    """Each page's JSON calls: (URL, the same answer computed without the cache)."""
+    overview = api.run(lib, run_id)["overview"]
+    task = overview["tasks"][0]["task"]
+    best = overview["tasks"][0]["best_candidate"]
+    return {
+        "runs": [("/api/runs", lambda: api.runs(lib))],
+        "run": [
+            (f"/api/runs/{run_id}", lambda: api.run(lib, run_id)),
+            (f"/api/runs/{run_id}/best?x=evaluations", lambda: api.best(lib, run_id, "evaluations")),
+            (f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id)),
+            (f"/api/runs/{run_id}/islands?task={task}", lambda: api.islands(lib, run_id, task)),
+        ],
+        "tree": [(f"/api/runs/{run_id}/tree?task={task}", lambda: api.tree(lib, run_id, task))],
+        "candidate": [(f"/api/candidates/{best}", lambda: api.candidate(lib, best))],
+        "failures": [(f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id))],
+    }
+
+
+def measure(path: Path, run_id: str, reps: int, computed_reps: int, label: str) -> dict[str, object]:
+    """Computed and served times of every page, as JSON keys; prints a table."""
+    lib = open_library(path)
+    try:
+        work = pages(lib, run_id)
+        cold: dict[str, list[float]] = {}
+        for urls in work.values():
+            for url, fn in urls:
+                if url not in cold:
+                    cold[url] = computed(fn, computed_reps)
+                    print(f"[{label}] computed {url}: {stats(cold[url])[0]} ms", flush=True)
+        token = computed(lambda: library_version(lib), reps)
+        with running(lib) as base, httpx.Client(base_url=base, timeout=600) as client:
+            warm = {url: served(client, url, reps) for urls in work.values() for url, _fn in urls}
+    finally:
+        lib.close()
+    print(
+        f"[{label}] {'endpoint':60s} {'computed median/p90 ms':>24s} {'served (cached) median/p90 ms':>30s}"
+    )
+    for url in cold:
+        print(
+            f"[{label}] {url:60s} {'{} / {}'.format(*stats(cold[url])):>24s} "
+            f"{'{} / {}'.format(*stats(warm[url])):>30s}"
+        )
+    out: dict[str, object] = {f"{label}_version_token_ms": stats(token)[0]}
+    for name, urls in work.items():
+        for kind, times, n in (("computed", cold, computed_reps), ("served", warm, reps)):
+            totals = [sum(times[u][i] for u, _fn in urls) for i in range(n)]
+            med, high = stats(totals)
+            out[f"{label}_{name}_{kind}_ms_median"] = med
+            out[f"{label}_{name}_{kind}_ms_p90"] = high
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -438,7 +135,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=9, help="served (cached) calls per endpoint")
     parser.add_argument("--computed-reps", type=int, default=3, help="uncached computations per page")
     parser.add_argument("--library", type=Path, help="reuse (or create) the library at this path")
-    parser.add_argument("--extra-indexes", action="store_true", help="add EXTRA_INDEXES before measuring")
+    parser.add_argument(
+        "--compare-indexes", action="store_true", help="measure again after adding EXTRA_INDEXES"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="evokernel-dash-bench-", dir=os.environ.get("BENCH_DIR", "/tmp")))
     path = args.library or folder / "library.db"
@@ -448,8 +147,8 @@ def main() -> None:
         fill(path, args.evaluations, args.runs, args.big_share)
     fill_s = time.perf_counter() - t
     conn = sqlite3.connect(path)
-    for ddl in EXTRA_INDEXES if args.extra_indexes else ():
-        conn.execute(ddl)
+    for ddl in EXTRA_INDEXES:  # a reused library measured with them before: start as shipped
+        conn.execute("DROP INDEX IF EXISTS " + ddl.split(" EXISTS ")[1].split()[0])
     run_id = conn.execute("SELECT id FROM runs ORDER BY id LIMIT 1").fetchone()[0]
     evaluations = conn.execute("SELECT count(*) FROM evaluations").fetchone()[0]
     big = conn.execute(
@@ -460,59 +159,29 @@ def main() -> None:
         r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
     )
     conn.close()
-    lib = open_library(path)
-    try:
-        overview = api.run(lib, run_id)["overview"]
-        task = overview["tasks"][0]["task"]
-        best = overview["tasks"][0]["best_candidate"]
-        work: dict[str, list[tuple[str, Callable[[], object]]]] = {
-            "runs": [("/api/runs", lambda: api.runs(lib))],
-            "run": [
-                (f"/api/runs/{run_id}", lambda: api.run(lib, run_id)),
-                (f"/api/runs/{run_id}/best?x=evaluations", lambda: api.best(lib, run_id, "evaluations")),
-                (f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id)),
-                (f"/api/runs/{run_id}/islands?task={task}", lambda: api.islands(lib, run_id, task)),
-            ],
-            "tree": [(f"/api/runs/{run_id}/tree?task={task}", lambda: api.tree(lib, run_id, task))],
-            "candidate": [(f"/api/candidates/{best}", lambda: api.candidate(lib, best))],
-            "failures": [(f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id))],
-        }
-        cold: dict[str, list[float]] = {}
-        for urls in work.values():
-            for url, fn in urls:
-                if url not in cold:
-                    cold[url] = computed(fn, args.computed_reps)
-                    print(f"computed {url}: {stats(cold[url])[0]} ms", flush=True)
-        token = computed(lambda: library_version(lib), args.reps)
-        with running(lib) as base, httpx.Client(base_url=base, timeout=600) as client:
-            warm = {url: served(client, url, args.reps) for urls in work.values() for url, _fn in urls}
-    finally:
-        lib.close()
     size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
     print(f"library {path}: {evaluations} evaluations ({big} in run {run_id}), {size / 1e9:.2f} GB")
-    print(f"{'endpoint':60s} {'computed median/p90 ms':>24s} {'served (cached) median/p90 ms':>30s}")
-    for url in cold:
-        print(
-            f"{url:60s} {'{} / {}'.format(*stats(cold[url])):>24s} {'{} / {}'.format(*stats(warm[url])):>30s}"
-        )
     result: dict[str, object] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "backend": "sqlite",
         "evaluations": evaluations,
         "run_evaluations": big,
+        "library_gb": round(size / 1e9, 2),
         "fill_s": None if reused else round(fill_s, 1),
-        "extra_indexes": bool(args.extra_indexes),
         "reps_served": args.reps,
         "reps_computed": args.computed_reps,
-        "version_token_ms": stats(token)[0],
+        "indexes": indexes,
     }
-    for name, urls in work.items():
-        for label, times, reps in (("computed", cold, args.computed_reps), ("served", warm, args.reps)):
-            totals = [sum(times[u][i] for u, _fn in urls) for i in range(reps)]
-            med, high = stats(totals)
-            result[f"{name}_{label}_ms_median"] = med
-            result[f"{name}_{label}_ms_p90"] = high
-    result["indexes"] = indexes
+    result.update(measure(path, run_id, args.reps, args.computed_reps, "shipped"))
+    if args.compare_indexes:
+        conn = sqlite3.connect(path)
+        t = time.perf_counter()
+        for ddl in EXTRA_INDEXES:
+            conn.execute(ddl)
+        conn.commit()
+        conn.close()
+        result["extra_indexes_build_s"] = round(time.perf_counter() - t, 1)
+        result.update(measure(path, run_id, args.reps, args.computed_reps, "extra"))
     print(json.dumps(result))
 
 

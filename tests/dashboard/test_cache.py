@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -63,5 +64,5 @@ def test_errors_are_not_cached() -> None:
 def test_entries_are_bounded() -> None:
     cache = AnswerCache(max_entries=3)
     for i in range(10):
-        cache.get(i, "s", lambda i=i: i)
+        cache.get(i, "s", functools.partial(int, i))
     assert cache.get(9, "s", lambda: -1) == 9 and cache.get(0, "s", lambda: -1) == -1

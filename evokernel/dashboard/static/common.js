@@ -32,12 +32,20 @@ const evo = (() => {
     return node;
   }
 
-  function fill(tbody, rows) {
-    tbody.replaceChildren(...rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c)))));
+  function fill(tbody, rows, empty = "none yet") {
+    const width = tbody.closest("table").querySelectorAll("thead th").length || 1;
+    tbody.replaceChildren(...(rows.length
+      ? rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c))))
+      : [el("tr", {}, el("td", { class: "muted", colspan: String(width), text: empty }))]));
   }
 
   const num = (x, digits = 2) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
-  const speedup = (x) => (x === null || x === undefined ? "–" : `${Number(x).toFixed(2)}×`);
+  // Two decimals, or three significant digits below 0.01 (CPU-interpreter speedups are ~1e-4).
+  const speedup = (x) => {
+    if (x === null || x === undefined) return "–";
+    const v = Number(x);
+    return `${v !== 0 && Math.abs(v) < 0.01 ? v.toPrecision(3) : v.toFixed(2)}×`;
+  };
   const usd = (x) => (x === null || x === undefined ? "–" : `$${Number(x).toFixed(x < 1 ? 4 : 2)}`);
   const time = (iso) => (iso ? iso.replace("T", " ") : "–");
 

@@ -11,10 +11,11 @@
   document.getElementById("legend").replaceChildren(...Object.entries(COLORS).map(([status, color]) =>
     el("span", { class: "key" }, el("span", { class: "dot", style: `background:${color}` }), status)));
 
-  // Size only encodes speedup (styling); positions come from Cytoscape's breadthfirst layout.
-  const size = (n) => (n.status === "correct" && n.speedup ? 14 + 10 * Math.log2(1 + Math.max(n.speedup, 0)) : 12);
-
+  // Size only encodes speedup relative to the task's best shown (styling); positions come from
+  // Cytoscape's breadthfirst layout.
   function elements(data) {
+    const top = Math.max(0, ...data.nodes.filter((n) => n.status === "correct").map((n) => n.speedup || 0));
+    const size = (n) => (n.status === "correct" && n.speedup && top > 0 ? 10 + 20 * Math.sqrt(n.speedup / top) : 10);
     const nodes = data.nodes.map((n) => ({ group: "nodes", data: { id: String(n.id), color: COLORS[n.status] || "#888", size: size(n), node: n } }));
     const edges = data.nodes.flatMap((n) => n.parents.map((p, rank) => ({
       group: "edges", data: { id: `${p}-${n.id}`, source: String(p), target: String(n.id), rank },
