@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -45,6 +45,13 @@ def readonly_url(url_or_path: str | Path) -> str:
     if not path.is_file():
         raise LibraryError(f"no SQLite library at {path}")
     return f"sqlite:///file:{quote(str(path))}?mode=ro&uri=true"
+
+
+def display_url(url: str) -> str:
+    """What to show people: the file path of a read-only SQLite URI, else the URL without password."""
+    if url.startswith("sqlite:///file:"):
+        return unquote(url.removeprefix("sqlite:///file:").split("?", 1)[0])
+    return redact(url)
 
 
 def make_readonly_engine(url: str) -> Engine:
