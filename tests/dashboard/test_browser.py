@@ -35,6 +35,10 @@ def test_open_run_see_chart_click_tree_node_see_candidate_and_diff(
     )
     assert sorted(series) == [["relu", 1.8], ["softmax", 1.0]]
     assert pg.locator("#best-chart canvas").count() == 1
+    pg.select_option("#best-x", "wall_s")  # the same curves against active run time
+    pg.wait_for_function(
+        "() => window.evoCharts['best-chart'].getOption().xAxis[0].name === 'active seconds'"
+    )
     assert "SyntaxError" in pg.locator("#failures").inner_text()
     pg.screenshot(path=str(tmp_path / "run.png"), full_page=True)
 

@@ -105,20 +105,24 @@
     fill(document.querySelector("#failures tbody"), evo.failureRows(top));
   }
 
+  // Each part renders as soon as its answer arrives: on a large run the first computation of
+  // each takes seconds (docs/benchmarks.md), and the overview should not wait for the curves.
   async function update() {
-    const [run, best, failures] = await Promise.all([
-      evo.getJSON(base), evo.getJSON(`${base}/best?x=${xSelect.value}`), evo.getJSON(`${base}/failures`),
-    ]);
-    if (evo.changed("run", run)) renderOverview(run);
-    if (evo.changed("best", best)) renderBest(best);
-    if (evo.changed("failures", failures)) renderFailures(failures);
-    if (taskSelect.value) {
-      const islands = await evo.getJSON(`${base}/islands?task=${encodeURIComponent(taskSelect.value)}`);
-      if (evo.changed("islands", islands)) renderIslands(islands);
-    }
+    const parts = [
+      evo.getJSON(base).then((run) => evo.changed("run", run) && renderOverview(run)).then(islands),
+      evo.getJSON(`${base}/best?x=${xSelect.value}`).then((best) => evo.changed("best", best) && renderBest(best)),
+      evo.getJSON(`${base}/failures`).then((f) => evo.changed("failures", f) && renderFailures(f)),
+    ];
+    await Promise.all(parts);
   }
-  xSelect.addEventListener("change", update);
-  taskSelect.addEventListener("change", update);
+
+  async function islands() {
+    if (!taskSelect.value) return;
+    const data = await evo.getJSON(`${base}/islands?task=${encodeURIComponent(taskSelect.value)}`);
+    if (evo.changed("islands", data)) renderIslands(data);
+  }
+  xSelect.addEventListener("change", () => evo.getJSON(`${base}/best?x=${xSelect.value}`).then(renderBest));
+  taskSelect.addEventListener("change", islands);
   evo.onUpdate(update);
   evo.start();
 })();
