@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -128,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evokernel: interrupted; resume with --resume RUN_ID (see `evokernel runs`)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`evokernel runs | head -2`): stop quietly with 0, so a script under
+        # `set -o pipefail` does not fail because it read less. stdout now points at /dev/null, or
+        # the interpreter's last flush at exit would print a second traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
