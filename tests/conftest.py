@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.pgserver import PostgresServer, PostgresStartError, PostgresUnavailable, start_server
-from tests.leaks import describe, scratch_left, wait_for_no_processes
-from tests.llm_server import LLMServer
+from tests.support.leaks import describe, scratch_left, wait_for_no_processes
+from tests.support.llm_server import LLMServer
+from tests.support.pgserver import PostgresServer, PostgresStartError, PostgresUnavailable, start_server
 
 # ================================================================================================
 # Leaks: the session runs under a TMPDIR of its own; at its end nothing of evokernel may be left
@@ -53,7 +53,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # PostgreSQL: a real server started for the session (db tests run on SQLite and PostgreSQL)
 # ================================================================================================
 #
-# `postgres_server` (session) is a private server from evokernel.pgserver (initdb into a temporary
+# `postgres_server` (session) is a private server from tests.support.pgserver (initdb into a temporary
 # folder, 127.0.0.1, a free port, trust authentication), stopped when the session ends.
 # `postgres_url` (session) is a database on it for tests that only need one; `postgres_db_url`
 # (function) is a fresh empty database per test, dropped afterwards; `library_url` runs a test once

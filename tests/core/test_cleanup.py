@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from evokernel.evaluation.scratch import LOCK_NAME, ScratchDir, sweep_stale
-from tests.leaks import describe, processes_using, scratch_left, wait_for_no_processes
+from tests.support.leaks import describe, processes_using, scratch_left, wait_for_no_processes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from evokernel.config_schema import LLMConfig, ModelConfig
+from evokernel.config.schema import LLMConfig, ModelConfig
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.mutators.llm import LLMMutator, resolve_models
 from evokernel.mutators.selection import ModelSelector, proposal_gain
 from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task
-from tests.llm_server import CutStream, Hang, LLMServer, Reply
+from tests.support.llm_server import CutStream, Hang, LLMServer, Reply
 
 PARENT = (
     "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
