@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, EvaluationRow, ProposalRow, RunTaskRow
-from evokernel.poolhealth import BREAKDOWN
+from evokernel.pool.health import BREAKDOWN
 
 DEFAULT_WINDOW = 500
 
