@@ -152,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verify": _verify,
         "sweep": sweep_command.main,
         "report": report_command.main,
+        "export": export_command.export,
     }
     try:
         if args.command == "db":
