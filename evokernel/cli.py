@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from evokernel.exceptions import EvoKernelError
 from evokernel.export import command as export_command
 from evokernel.reports import command as report_command
+from evokernel.reports.command import add_progress_flags
 from evokernel.sweep import command as sweep_command
 
 
@@ -21,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("overrides", nargs="*", help="key=value overrides, e.g. budget.evaluations=32")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a killed or interrupted run")
     run.add_argument("--ray-address", metavar="ADDR", help="join a Ray cluster (same as ray.address=ADDR)")
+    add_progress_flags(run)
 
     sweep_command.add_parser(sub)
     report_command.add_parser(sub)
@@ -78,13 +80,20 @@ def _tasks_check(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from evokernel.config import load_config
+    from evokernel.reports.progress import progress_for
     from evokernel.runner import run_experiment
 
     overrides = list(args.overrides)
     if args.ray_address:
         overrides.append(f"ray.address={args.ray_address}")
     config = load_config(args.config, overrides)
-    summary = run_experiment(config, resume=args.resume, overrides=overrides)
+    progress = progress_for(args.quiet, args.json_events)
+    try:
+        summary = run_experiment(
+            config, resume=args.resume, overrides=overrides, reporter=progress.reporter()
+        )
+    finally:
+        progress.close()
     return 130 if summary.interrupted else 0  # 128 + SIGINT, as a shell reports Ctrl-C
 
 

@@ -6,6 +6,13 @@ import argparse
 from typing import Any
 
 
+def add_progress_flags(p: argparse.ArgumentParser) -> None:
+    """``run`` and ``sweep``: live display on a terminal, plain lines otherwise, or these."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--quiet", action="store_true", help="print only the closing summary")
+    group.add_argument("--json-events", action="store_true", help="one JSON object per event on stdout")
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "report",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
+
+from evokernel.reports.command import add_progress_flags
 
 
 def add_parser(sub: Any) -> None:
@@ -19,23 +22,42 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--library", help="library of the sweep to resume when no CONFIG is given")
     p.add_argument("--parallel", type=int, default=0, metavar="N", help="cells running at once (0: all)")
     p.add_argument("--ray-address", metavar="ADDR", help="join a Ray cluster (same as ray.address=ADDR)")
+    add_progress_flags(p)
 
 
 def main(args: argparse.Namespace) -> int:
     from evokernel.analysis import get_sweep
     from evokernel.db import SolutionLibrary
     from evokernel.exceptions import ConfigError
+    from evokernel.reports.progress import progress_for
     from evokernel.sweep.runner import run_sweep
 
     if args.config is None and not args.resume:
         raise ConfigError("give a CONFIG to start a sweep, or --resume SWEEP_ID")
     items = list(args.items) + ([f"ray.address={args.ray_address}"] if args.ray_address else [])
-    summary = run_sweep(args.config, items, resume=args.resume, library=args.library, parallel=args.parallel)
+    progress = progress_for(args.quiet, args.json_events)
+    try:
+        summary = run_sweep(
+            args.config,
+            items,
+            resume=args.resume,
+            library=args.library,
+            parallel=args.parallel,
+            reporter_for=lambda index, _run_id: progress.reporter(str(index)),
+            announce=not args.json_events,
+        )
+    finally:
+        progress.close()
     library = SolutionLibrary(summary.library_url)
     try:
-        print_cells(get_sweep(library, summary.sweep_id).cells)
+        cells = get_sweep(library, summary.sweep_id).cells
     finally:
         library.close()
+    if args.json_events:
+        done = {"event": "sweep_finish", "sweep": summary.sweep_id, "interrupted": summary.interrupted}
+        print(json.dumps({**done, "cells": {str(c.cell): c.id for c in cells}}))
+        return 130 if summary.interrupted else 0
+    print_cells(cells)
     if summary.interrupted:
         print(f"continue it with: evokernel sweep <same command line> --resume {summary.sweep_id}")
         return 130

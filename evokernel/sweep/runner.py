@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from evokernel.analysis import RunRow, get_sweep
 from evokernel.config_schema import ExperimentConfig
@@ -35,8 +36,8 @@ class SweepSummary:
 class CellPrinter(ProgressPrinter):
     """A run's plain progress lines, each prefixed with its cell."""
 
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
+    def __init__(self, prefix: str, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
         self.prefix = prefix
 
     def say(self, message: str) -> None:
@@ -55,6 +56,7 @@ def run_sweep(
     parallel: int = 0,
     reporter_for: ReporterFactory | None = None,
     pool: Evaluator | None = None,
+    announce: bool = True,
 ) -> SweepSummary:
     """Start a sweep of ``config_path`` with axes in ``items`` (``key=v1,v2``), or resume sweep
     ``resume`` (with the command line that started it, or with ``config_path`` None and
@@ -68,6 +70,7 @@ def run_sweep(
             parallel=parallel,
             reporter_for=reporter_for,
             pool=pool,
+            announce=announce,
         )
     )
 
@@ -81,6 +84,7 @@ async def run_sweep_async(
     parallel: int = 0,
     reporter_for: ReporterFactory | None = None,
     pool: Evaluator | None = None,
+    announce: bool = True,
 ) -> SweepSummary:
     cells = plan_cells(config_path, items) if config_path is not None else []
     url = cells[0].config.library if cells else library
@@ -100,7 +104,8 @@ async def run_sweep_async(
         todo = sorted(i for i in runs if i not in have or have[i].status != "finished")
         first = cells[0].config if cells else None
         factory = reporter_for or (lambda index, run_id: CellPrinter(f"[cell {index}]"))
-        print_header(sweep_id, runs, todo, resume)
+        if announce:
+            print_header(sweep_id, runs, todo, resume)
     finally:
         lib.close()
     by_index = {c.index: c for c in cells}
