@@ -61,7 +61,7 @@ def export(args: argparse.Namespace) -> int:
 def _kernels(library: Any, args: argparse.Namespace) -> None:
     from evokernel.export.kernels import export_kernels
     from evokernel.export.verify import verify_export
-    from evokernel.report import format_table
+    from evokernel.run.progress import format_table
 
     exported = export_kernels(library, args.id, args.out, task=args.task, top=args.top)
     entries = verify_export(args.out, args.device) if args.verify else exported.entries
@@ -80,7 +80,7 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
 
 def seed_import(args: argparse.Namespace) -> int:
     from evokernel.export.seeds import match_seed_files
-    from evokernel.report import format_table
+    from evokernel.run.progress import format_table
     from evokernel.tasks import load_tasks
 
     matches = match_seed_files(args.folder, load_tasks(args.tasks))

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from evokernel.config_schema import SweepConfig
+from evokernel.config.schema import SweepConfig
 from evokernel.exceptions import ConfigError
 
 # Keys that would change the one evaluator pool (or library) the cells share.

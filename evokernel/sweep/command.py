@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from evokernel.reports.command import add_progress_flags
+from evokernel.report.command import add_progress_flags
 
 
 def add_parser(sub: Any) -> None:
@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from evokernel.analysis import get_sweep
     from evokernel.db import SolutionLibrary
     from evokernel.exceptions import ConfigError
-    from evokernel.reports.progress import progress_for
+    from evokernel.report.progress import progress_for
     from evokernel.sweep.runner import run_sweep
 
     if args.config is None and not args.resume:
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_cells(cells: Any) -> None:
-    from evokernel.report import format_table
+    from evokernel.run.progress import format_table
 
     rows = [
         [

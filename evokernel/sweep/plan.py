@@ -9,8 +9,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from evokernel.config import load_config, to_dict
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.loading import load_config, to_dict
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError, EvoKernelError
 from evokernel.sweep.axes import Axis, expand, merge_axes, split_command_line, typed
@@ -61,7 +61,7 @@ def _check_axis(config_path: str | Path, plain: list[str], axis: Axis) -> None:
 
 def _check_strategy(config: ExperimentConfig, point: dict[str, str]) -> None:
     """A strategy axis with params another strategy lacks would fail only when that cell starts."""
-    from evokernel.registry import resolve
+    from evokernel.plugins import resolve
 
     try:
         resolve("strategies", config.strategy.name).from_params(dict(config.strategy.params))

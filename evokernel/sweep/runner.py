@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TextIO
 
 from evokernel.analysis import RunRow, get_sweep
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.engine import Engine, Evaluator
 from evokernel.exceptions import ConfigError
-from evokernel.report import ProgressPrinter, Reporter
-from evokernel.runner import RunSummary, run_experiment_async
+from evokernel.run.engine import Engine, Evaluator
+from evokernel.run.progress import ProgressPrinter, Reporter
+from evokernel.run.runner import RunSummary, run_experiment_async
 from evokernel.sweep.plan import Cell, check_same_sweep, create_cells, new_sweep_id, plan_cells
 
 
@@ -159,7 +159,7 @@ async def run_sweep_async(
 
 
 def _stored_config(url: str, run_id: str) -> ExperimentConfig:
-    from evokernel.config import from_dict
+    from evokernel.config.loading import from_dict
 
     lib = SolutionLibrary(url)
     url = lib.url

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.config import load_config
+from evokernel.config.loading import load_config
+from evokernel.conformance import InstantEvaluator, InstantMutator, QuietReporter
 from evokernel.db import SolutionLibrary
-from evokernel.runner import run_experiment
-from evokernel.testing import InstantEvaluator, InstantMutator, QuietReporter
+from evokernel.run.runner import run_experiment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

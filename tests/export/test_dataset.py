@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from evokernel.cli import main
+from evokernel.conformance import InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ExportError
 from evokernel.export.dataset import COLUMNS, export_dataset
-from evokernel.testing import InstantMutator, instant_config, instant_task, run_instant
 from evokernel.types import Status
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "export.md"

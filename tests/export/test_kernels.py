@@ -81,7 +81,7 @@ def test_export_verify_on_a_quickstart_like_cpu_run(
 
 
 def test_export_errors_name_what_is_missing(tmp_path: Path) -> None:
-    from evokernel.testing import instant_task
+    from evokernel.conformance import instant_task
 
     lib = SolutionLibrary(tmp_path / "l.db")
     run_id = lib.create_run("empty", {"budget": {"evaluations": 3}})

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from evokernel.cli import main
-from evokernel.config import load_config
+from evokernel.config.loading import load_config
+from evokernel.conformance import InstantEvaluator, InstantMutator, QuietReporter
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ExportError
 from evokernel.export.seeds import ALIAS, apply_seed_kernels, match_seed_files
-from evokernel.runner import run_experiment
+from evokernel.run.runner import run_experiment
 from evokernel.tasks import load_tasks
-from evokernel.testing import InstantEvaluator, InstantMutator, QuietReporter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PIKE = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "pike-level3"

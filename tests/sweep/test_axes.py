@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.config_schema import SweepConfig
+from evokernel.config.schema import SweepConfig
 from evokernel.exceptions import ConfigError
 from evokernel.sweep.axes import Axis, expand, merge_axes, split_command_line, split_values
 from evokernel.sweep.plan import plan_cells

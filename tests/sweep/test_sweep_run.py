@@ -16,10 +16,10 @@ import pytest
 
 from evokernel.analysis import get_sweep, list_sweeps
 from evokernel.cli import main
+from evokernel.conformance import InstantEvaluator, QuietReporter
 from evokernel.db import SolutionLibrary
 from evokernel.sweep.runner import run_sweep
-from evokernel.testing import InstantEvaluator, QuietReporter
-from tests.reports.browser import check_in_browser, chromium_path
+from tests.report.browser import check_in_browser, chromium_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUDGET = 6
