@@ -155,7 +155,7 @@ class LiveRun(ProgressPrinter):
         self._tasks: dict[str, TaskState] = {}
 
     def say(self, message: str) -> None:
-        prefix = f"{self.label} " if self.label else ""
+        prefix = f"[cell {self.label}] " if self.label else ""
         self.board.print("\n".join(prefix + line if line else line for line in message.split("\n")))
 
     def start(

@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from evokernel.analysis import AXES, ConvergencePoint, RunOverview
 from evokernel.report.collect import RunReport, SweepReport
@@ -50,6 +51,8 @@ def _curve(ax: Axes, points: list[ConvergencePoint], **style: object) -> bool:
 def _finish_axis(ax: Axes, axis: str, drawn: bool, no_usd: bool) -> None:
     ax.set_xlabel(XLABEL[axis])
     ax.grid(True, alpha=0.3, which="both")
+    if axis == "evaluations":
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if axis != "evaluations" and not (axis == "usd" and no_usd):
         ax.set_xlim(left=0)
     ys = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]

@@ -96,3 +96,10 @@ def test_quiet_and_json_events(tmp_path: Path) -> None:
     )
     assert [r["done"] for r in evaluated if r["task"] == "alpha"] == list(range(1, 13))
     assert sorted(r["task"] for r in records if r["event"] == "task_done") == ["alpha", "beta"]
+
+
+def test_a_sweeps_cells_share_one_live_display(tmp_path: Path) -> None:
+    text = ANSI.sub("", _on_pty([*DRIVER, str(tmp_path / "s.db"), "--sweep"]))
+    assert re.search(r"cell\s+task", text)  # one board, a row per cell
+    assert re.search(r"^0\s+axpy\s+━+\s*6/6", text, flags=re.M) and re.search(r"^1\s+axpy", text, flags=re.M)
+    assert "[cell 0] run " in text and "[cell 1] run " in text  # headers above the board, per cell
