@@ -213,6 +213,9 @@ class ExperimentConfig:
     seed: int = 0
     # Task files, folders of task files, or a KernelBench level folder; relative to the config.
     tasks: list[str] = field(default_factory=list)
+    # Folders of published solution files (KernelBench/PIKE task_<N>.py or <task>.py) whose kernels
+    # replace the tasks' seed kernels (evokernel.export.seeds); relative to the config, like tasks.
+    seed_kernels: list[str] = field(default_factory=list)
     # SQLAlchemy URL or a file path (a SQLite file is created there).
     library: str = "evokernel.db"
     strategy: StrategyConfig = field(default_factory=StrategyConfig)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from evokernel import analysis
-from evokernel.config import to_dict
+from evokernel.config.loading import to_dict
+from evokernel.conformance import InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import AnalysisError, RunNotFoundError
-from evokernel.testing import InstantMutator, instant_config, instant_task, run_instant
 from evokernel.types import Status
 
 TASKS = [instant_task("alpha"), instant_task("beta")]
