@@ -65,6 +65,20 @@ def correct(speedup: float, profile: str = "strict") -> Evaluation:
             "stages": stages,
             "profile": profile,
             "gpu_lock": {"wait_s": 0.1, "exclusive_s": 0.5, "shared_s": 0.2},
+            # The shapes the verifier records (evokernel.evaluation.supervisor and timing).
+            "checks": [
+                {
+                    "variant": v,
+                    "label": f"variant {v}",
+                    "seed": seed,
+                    "ok": True,
+                    "max_abs_error": 1e-7,
+                    "seconds": 0.1,
+                }
+                for v in (0, 1)
+                for seed in (0, 1, 2)
+            ],
+            "timing": {"candidate": {"median_ms": 2.0 / speedup, "reps": 25, "method": "cuda_event"}},
         },
     )
 

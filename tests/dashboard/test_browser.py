@@ -57,6 +57,8 @@ def test_open_run_see_chart_click_tree_node_see_candidate_and_diff(
     # Candidate `best` changed the seed's torch.relu into a Triton kernel: the diff shows both.
     assert "torch.relu(x)" in diff.inner_text() and "tl.maximum(x, 0)" in diff.inner_text()
     assert pg.locator("#source.hljs").count() == 1
+    evaluations = pg.locator("#evaluations").inner_text()
+    assert "6 correctness trials" in evaluations and "25 reps (cuda_event)" in evaluations
     assert "fake/kernel-writer" in pg.locator("#llm").inner_text()
 
     pg.goto(f"{base}/candidates/{fx.crossover}")

@@ -5,9 +5,18 @@
 
   const card = (label, value) => el("div", { class: "card" }, el("div", { class: "v" }, value), el("div", { class: "l", text: label }));
 
+  // The candidate's timing as the verifier recorded it (details.timing.candidate), if any.
+  function timing(t) {
+    const c = t && t.candidate;
+    if (!c) return "–";
+    const spread = c.p10_ms == null ? "" : `, p10-p90 ${num(c.p10_ms, 4)}-${num(c.p90_ms, 4)} ms`;
+    return `${c.reps} reps (${c.method || "?"})${spread}`;
+  }
+
   function evaluation(e, i) {
     const d = e.details || {};
     const stages = d.stages || [];
+    const checks = Array.isArray(d.checks) ? d.checks : [];
     return el("div", { class: "evaluation" },
       el("h3", {}, `evaluation ${i + 1} `, badge(e.status), " ", e.stage ? `at ${e.stage}` : "", " ", e.interpreter ? el("span", { class: "warn", text: "interpreter timings" }) : null),
       e.reason ? el("p", { class: "reason", text: e.reason }) : null,
@@ -17,12 +26,18 @@
           ["eager / compile", `${num(e.eager_ms, 4)} / ${num(e.compile_ms, 4)} ms`],
           ["max abs error", e.max_abs_error === null ? "–" : Number(e.max_abs_error).toExponential(2)],
           ["profile", d.profile || "strict"], ["device", e.device || "–"], ["duration", `${num(e.duration_s, 2)} s`],
-          ["trials", d.trials === undefined ? "–" : JSON.stringify(d.trials)],
+          ["timing", timing(d.timing)],
         ].map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))))),
       stages.length ? el("table", { class: "grid stages" },
         el("thead", {}, el("tr", {}, ["stage", "status", "seconds", "reason"].map((h) => el("th", { text: h })))),
         el("tbody", {}, stages.map((s) => el("tr", {}, el("td", { text: s.stage }), el("td", {}, badge(s.status || "passed")),
           el("td", { text: num(s.seconds, 3) }), el("td", { class: "reason", text: s.reason || "" }))))) : null,
+      checks.length ? el("details", {}, el("summary", { text: `${checks.length} correctness trials (variant x seed)` }),
+        el("table", { class: "grid stages" },
+          el("thead", {}, el("tr", {}, ["trial", "seed", "result", "max abs error", "seconds"].map((h) => el("th", { text: h })))),
+          el("tbody", {}, checks.map((c) => el("tr", {}, el("td", { text: c.label || `variant ${c.variant}` }), el("td", { text: c.seed ?? "–" }),
+            el("td", {}, badge(c.ok ? "passed" : "failed")), el("td", { text: c.max_abs_error == null ? "–" : Number(c.max_abs_error).toExponential(2) }),
+            el("td", { text: num(c.seconds, 3) })))))) : null,
       e.feedback ? el("details", {}, el("summary", { text: "feedback given to the next prompt" }), el("pre", { text: e.feedback })) : null,
     );
   }
