@@ -81,14 +81,14 @@ def best(lib: SolutionLibrary, run_id: str, x: str) -> dict[str, Any]:
     return {"x": x, "tasks": out}
 
 
-def islands(lib: SolutionLibrary, run_id: str, task: str) -> dict[str, Any]:
-    """Per island of ``task``: totals, the running best after each generation, and its events."""
+def islands(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
+    """Per task and island: totals, the running best after each generation, and the task's island
+    events. All tasks in one answer (island_history reads the whole run anyway), so switching the
+    page's task select costs nothing."""
     history = analysis.island_history(lib, run_id)
-    per: dict[int, dict[str, Any]] = {}
+    per: dict[str, dict[int, dict[str, Any]]] = {}
     for g in history.generations:
-        if g.task != task:
-            continue
-        isl = per.setdefault(
+        isl = per.setdefault(g.task, {}).setdefault(
             g.island, {"island": g.island, "candidates": 0, "correct": 0, "best": None, "curve": []}
         )
         isl["candidates"] += g.candidates
@@ -97,17 +97,20 @@ def islands(lib: SolutionLibrary, run_id: str, task: str) -> dict[str, Any]:
             isl["best"] = g.best_speedup
             isl["curve"].append([g.generation, g.best_speedup])
         isl["last_generation"] = max(isl.get("last_generation", 0), g.generation)
-    events = [jsonable(e) for e in history.events if e.task == task]
-    for isl in per.values():
-        if isl["curve"] and isl["last_generation"] > isl["curve"][-1][0]:  # the step line runs to now
-            isl["curve"].append([isl["last_generation"], isl["best"]])
-        mine = [e for e in events if e["island"] == isl["island"]]
-        isl["migrants_in"] = sum(1 for e in mine if e["kind"] == "migrate")
-        isl["migrants_out"] = sum(
-            1 for e in events if e["kind"] == "migrate" and e["from_island"] == isl["island"]
-        )
-        isl["resets"] = sum(1 for e in mine if e["kind"] == "reset")
-    return {"task": task, "islands": [per[i] for i in sorted(per)], "events": jsonable(events)}
+    out: dict[str, Any] = {}
+    for task, islands_of_task in per.items():
+        events = [jsonable(e) for e in history.events if e.task == task]
+        for isl in islands_of_task.values():
+            if isl["curve"] and isl["last_generation"] > isl["curve"][-1][0]:  # the step line runs to now
+                isl["curve"].append([isl["last_generation"], isl["best"]])
+            mine = [e for e in events if e["island"] == isl["island"]]
+            isl["migrants_in"] = sum(1 for e in mine if e["kind"] == "migrate")
+            isl["migrants_out"] = sum(
+                1 for e in events if e["kind"] == "migrate" and e["from_island"] == isl["island"]
+            )
+            isl["resets"] = sum(1 for e in mine if e["kind"] == "reset")
+        out[task] = {"islands": [islands_of_task[i] for i in sorted(islands_of_task)], "events": events}
+    return {"tasks": out}
 
 
 def failures(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
         ),
         Route(
             "/api/runs/{run_id}/islands",
-            answer("run_id", lambda r: api.islands(lib, r.path_params["run_id"], r.query_params["task"])),
+            answer("run_id", lambda r: api.islands(lib, r.path_params["run_id"])),
         ),
         Route(
             "/api/runs/{run_id}/failures",

@@ -83,7 +83,7 @@ def pages(lib: SolutionLibrary, run_id: str) -> Work:
             (f"/api/runs/{run_id}", lambda: api.run(lib, run_id)),
             (f"/api/runs/{run_id}/best?x=evaluations", lambda: api.best(lib, run_id, "evaluations")),
             (f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id)),
-            (f"/api/runs/{run_id}/islands?task={task}", lambda: api.islands(lib, run_id, task)),
+            (f"/api/runs/{run_id}/islands", lambda: api.islands(lib, run_id)),
         ],
         "tree": [(f"/api/runs/{run_id}/tree?task={task}", lambda: api.tree(lib, run_id, task))],
         "candidate": [(f"/api/candidates/{best}", lambda: api.candidate(lib, best))],

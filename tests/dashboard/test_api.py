@@ -97,3 +97,16 @@ def test_event_stream_announces_each_change(served: tuple[str, Fixture, str]) ->
         assert time.monotonic() < deadline, "the watcher never saw the evaluation"
         time.sleep(0.1)
     assert Status.CORRECT.value in httpx.get(f"{base}/api/candidates/{cid}").text
+
+
+def test_islands_carry_members_best_curves_and_migrations(served: tuple[str, Fixture, str]) -> None:
+    base, fx, _url = served
+    relu = httpx.get(f"{base}/api/runs/{fx.run_id}/islands").json()["tasks"]["relu"]
+    zero, one = relu["islands"]
+    assert (zero["candidates"], zero["correct"], zero["best"]) == (3, 2, 1.8)
+    assert (one["candidates"], one["correct"], one["best"]) == (4, 2, 1.6)
+    assert zero["curve"] == [[0, 1.0], [1, 1.8], [2, 1.8]]  # runs on to its last generation
+    assert (zero["migrants_out"], one["migrants_in"]) == (1, 1)
+    assert [(e["kind"], e["from_island"], e["island"], e["candidate"]) for e in relu["events"]] == [
+        ("migrate", 0, 1, fx.best)
+    ]

@@ -40,6 +40,10 @@ def test_open_run_see_chart_click_tree_node_see_candidate_and_diff(
         "() => window.evoCharts['best-chart'].getOption().xAxis[0].name === 'active seconds'"
     )
     assert "SyntaxError" in pg.locator("#failures").inner_text()
+    # Islands of relu (the first task): two islands' best curves and the migration between them.
+    pg.wait_for_function("() => window.evoCharts['island-chart']")
+    names = pg.evaluate("() => window.evoCharts['island-chart'].getOption().series.map(s => s.name)")
+    assert names == ["island 0", "island 1", "migrations"]
     pg.screenshot(path=str(tmp_path / "run.png"), full_page=True)
 
     pg.locator("#tasks tbody tr", has_text="relu").get_by_role("link", name="evolution tree").click()

@@ -116,13 +116,18 @@
     await Promise.all(parts);
   }
 
+  let islandData = null;
   async function islands() {
-    if (!taskSelect.value) return;
-    const data = await evo.getJSON(`${base}/islands?task=${encodeURIComponent(taskSelect.value)}`);
-    if (evo.changed("islands", data)) renderIslands(data);
+    islandData = await evo.getJSON(`${base}/islands`);
+    showIslands();
+  }
+  function showIslands() {
+    const task = islandData && islandData.tasks[taskSelect.value];
+    const data = task || { islands: [], events: [] };
+    if (evo.changed("islands", [taskSelect.value, data])) renderIslands(data);
   }
   xSelect.addEventListener("change", () => evo.getJSON(`${base}/best?x=${xSelect.value}`).then(renderBest));
-  taskSelect.addEventListener("change", islands);
+  taskSelect.addEventListener("change", showIslands);
   evo.onUpdate(update);
   evo.start();
 })();
