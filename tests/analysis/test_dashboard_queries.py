@@ -3,6 +3,7 @@ fixture library, plus a generated lineage larger than the window."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ from tests.dashboard.fixture_library import REFERENCE, add, build, correct
 
 
 @pytest.fixture
-def lib(tmp_path: Path) -> SolutionLibrary:
+def lib(tmp_path: Path) -> Iterator[SolutionLibrary]:
     build(str(tmp_path / "lib.db"))
-    return SolutionLibrary(tmp_path / "lib.db")
+    library = SolutionLibrary(tmp_path / "lib.db")
+    yield library
+    library.close()
 
 
 def test_small_tree_is_whole_with_ordered_parents(lib: SolutionLibrary) -> None:
