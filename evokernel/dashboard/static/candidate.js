@@ -25,7 +25,7 @@
           ["runtime median (IQR, CV)", `${num(e.runtime_ms, 4)} ms (${num(e.runtime_iqr_ms, 4)}, ${num(e.runtime_cv, 3)})`],
           ["eager / compile", `${num(e.eager_ms, 4)} / ${num(e.compile_ms, 4)} ms`],
           ["max abs error", e.max_abs_error === null ? "–" : Number(e.max_abs_error).toExponential(2)],
-          ["profile", d.profile || "strict"], ["device", e.device || "–"], ["duration", `${num(e.duration_s, 2)} s`],
+          ["profile", e.profile || d.profile || "strict"], ["device", e.device || "–"], ["duration", `${num(e.duration_s, 2)} s`],
           ["timing", timing(d.timing)],
         ].map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))))),
       stages.length ? el("table", { class: "grid stages" },
