@@ -8,6 +8,8 @@ are plain functions, which Starlette runs in its thread pool: each is one short 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,9 +27,12 @@ from evokernel.dashboard.cache import AnswerCache
 from evokernel.dashboard.live import Watcher
 from evokernel.db import SolutionLibrary
 from evokernel.db.readonly import display_url
-from evokernel.exceptions import AnalysisError, LibraryError, RunNotFoundError
+from evokernel.exceptions import AnalysisError, EvoKernelError, LibraryError, RunNotFoundError
 
 HERE = Path(__file__).parent
+# Running runs whose run pages are computed when the dashboard starts (newest first).
+PREWARM_RUNS = 4
+log = logging.getLogger(__name__)
 TEMPLATES = Jinja2Templates(directory=str(HERE / "templates"))
 
 
@@ -60,15 +65,38 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
     watcher = Watcher(lib, poll_s)
     library_name = display_url(lib.url)
 
+    cache = AnswerCache(on_refreshed=watcher.answers_refreshed)
+
+    def prewarm() -> None:
+        """Compute the runs list and the newest running runs' run pages before anyone asks: the
+        first computation of a 600k-evaluation run takes ~26 s (docs/benchmarks.md)."""
+        try:
+            listing = cache.get(("/api/runs", ()), watcher.stamp(), lambda: api.runs(lib))
+            running = [r["id"] for r in listing["runs"] if r["status"] == "running"][:PREWARM_RUNS]
+            for rid in running:
+                base = f"/api/runs/{rid}"
+                for key, compute in (
+                    ((base, ()), lambda rid=rid: api.run(lib, rid)),
+                    (
+                        (f"{base}/best", (("x", "evaluations"),)),
+                        lambda rid=rid: api.best(lib, rid, "evaluations"),
+                    ),
+                    ((f"{base}/failures", ()), lambda rid=rid: api.failures(lib, rid)),
+                    ((f"{base}/islands", ()), lambda rid=rid: api.islands(lib, rid)),
+                ):
+                    cache.get(key, watcher.stamp(rid), compute)
+        except EvoKernelError as exc:  # a page computes it again when asked
+            log.warning("dashboard: prewarming failed: %s", exc)
+
     @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await watcher.start()
+        app.state.cache = cache
+        threading.Thread(target=prewarm, name="evokernel-dashboard-prewarm", daemon=True).start()
         try:
             yield
         finally:
             await watcher.stop()
-
-    cache = AnswerCache(on_refreshed=watcher.answers_refreshed)
 
     def answer(run_param: str | None, compute: Callable[[Request], Any]) -> Callable[[Request], Response]:
         """A cached JSON handler: keyed by path and query, valid while the library state the

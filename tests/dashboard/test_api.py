@@ -110,3 +110,27 @@ def test_islands_carry_members_best_curves_and_migrations(served: tuple[str, Fix
     assert [(e["kind"], e["from_island"], e["island"], e["candidate"]) for e in relu["events"]] == [
         ("migrate", 0, 1, fx.best)
     ]
+
+
+def test_running_runs_are_computed_before_anyone_asks(fixture_library: tuple[str, Fixture]) -> None:
+    from starlette.testclient import TestClient
+
+    from evokernel.dashboard import open_library
+    from evokernel.dashboard.app import create_app
+
+    url, fx = fixture_library
+    lib = open_library(url)
+    try:
+        app = create_app(lib, poll_s=0.2)
+        with TestClient(app) as client:
+            deadline = time.monotonic() + 60
+            # The runs list and the running fixture run's overview, curves, failures, islands.
+            while app.state.cache.computed < 5:
+                assert time.monotonic() < deadline, "the running run's pages were not prewarmed"
+                time.sleep(0.05)
+            done = app.state.cache.computed
+            assert client.get(f"/api/runs/{fx.run_id}/best", params={"x": "evaluations"}).status_code == 200
+            assert client.get(f"/api/runs/{fx.run_id}").status_code == 200
+            assert app.state.cache.computed == done  # answered from the prewarmed cache
+    finally:
+        lib.close()
