@@ -61,6 +61,8 @@ def test_export_verify_on_a_quickstart_like_cpu_run(
         assert entry["standalone"] is True and "evokernel" not in body
         assert entry["verified"]["status"] == "correct", entry["verified"]
         assert entry["verified"]["speedup_eager"] > 0
+        if entry["rank"] > 1:
+            continue
         # The file verifies on its own too, in a process that has never seen the library.
         alone = subprocess.run(
             [

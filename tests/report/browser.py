@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,16 +13,25 @@ import pytest
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 
+def _missing(reason: str) -> None:
+    # Like PostgreSQL (tests/conftest.py): under CI, .ci/run installs the browser, so its absence
+    # is a defect, not a skip.
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"{reason} (CI is set: .ci/run must install it)", pytrace=False)
+    pytest.skip(reason)
+
+
 def chromium_path() -> str:
     """The chromium binary, or a clean skip naming what is missing."""
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        pytest.skip("playwright (Python package) is not installed: pip install playwright")
+        _missing("playwright (Python package) is not installed: pip install playwright")
     for path in (*CHROMIUM_PATHS, shutil.which("chromium") or ""):
         if path and Path(path).exists():
             return path
-    pytest.skip("no chromium binary (apt-get install -y chromium): the HTML report test needs a real browser")
+    _missing("no chromium binary (apt-get install -y chromium): the HTML report test needs a real browser")
+    raise AssertionError("unreachable")
 
 
 @dataclass

@@ -154,3 +154,35 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_exactly(tmp_path: Pat
 def _runs(db: Path) -> list[str]:
     with sqlite3.connect(db) as conn:
         return [row[0] for row in conn.execute("select id from runs order by id")]
+
+
+def test_sigint_stops_every_cell_cleanly_and_resume_finishes_them(tmp_path: Path) -> None:
+    from tests.sweep.sweep_driver import BUDGET
+
+    db = tmp_path / "lib.db"
+    root = Path(__file__).resolve().parents[2]
+    driver = [sys.executable, "-m", "tests.sweep.sweep_driver", str(db)]
+    first = subprocess.Popen(driver, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while _count(db, "select count(*) from evaluations") < 4:
+        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()  # type: ignore[union-attr]
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGINT)  # once: every cell finishes what it has in flight
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 130, out
+    assert _count(db, "select count(*) from runs where status = 'interrupted'") == 4
+    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert _count(db, "select count(*) from evaluations") < 4 * BUDGET
+    with sqlite3.connect(db) as conn:
+        (sweep_id,) = {row[0] for row in conn.execute("select json_extract(config, '$.sweep.id') from runs")}
+
+    second = subprocess.run([*driver, sweep_id], cwd=root, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stdout + second.stderr
+    for run in _runs(db):
+        assert (
+            _count(db, f"select count(*) from candidates where run_id = '{run}' and status != 'pending'")
+            == BUDGET
+        )
+    assert _count(db, "select count(*) from evaluations") == 4 * BUDGET
+    assert _count(db, "select count(*) from runs where status = 'finished'") == 4
