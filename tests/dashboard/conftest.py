@@ -1,25 +1,22 @@
 """Dashboard fixtures: a fixture library (SQLite or PostgreSQL), the app served from a thread on
 it (read-only), and Debian's chromium driven by Playwright.
 
-Chromium cannot be downloaded here, so Playwright drives /usr/bin/chromium through
-``executable_path``; without it the browser tests skip, except under CI (env var CI set), where
-.ci/run installs it, so a missing browser is a defect and they fail.
+Chromium cannot be downloaded here, so Playwright drives Debian's chromium through
+``executable_path`` (found by tests/report/browser.py: without it the browser tests skip, except
+under CI, where .ci/run installs it, so a missing browser is a defect and they fail).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evokernel.dashboard import open_library, running
-from tests.conftest import _in_ci
 from tests.dashboard.fixture_library import Fixture, build
-
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.report.browser import chromium_path
 
 
 @pytest.fixture
@@ -42,15 +39,12 @@ def served(fixture_library: tuple[str, Fixture]) -> Iterator[tuple[str, Fixture,
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing: apt-get install -y chromium"
-        if _in_ci():
-            pytest.fail(f"{reason} (CI is set: .ci/run must install it)", pytrace=False)
-        pytest.skip(reason)
+    executable = chromium_path()  # skips (fails under CI) without playwright or Debian's chromium
+    from playwright.sync_api import sync_playwright
+
     args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium refuses to sandbox as root
-    with sync_api.sync_playwright() as pw:
-        instance = pw.chromium.launch(executable_path=str(CHROMIUM), args=args)
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=executable, args=args)
         yield instance
         instance.close()
 
