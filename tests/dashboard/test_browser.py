@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from evokernel.db import SolutionLibrary
+from evokernel.types import Task
 from tests.dashboard.conftest import Console
-from tests.dashboard.fixture_library import Fixture, add, correct
+from tests.dashboard.fixture_library import REFERENCE, Fixture, add, correct
 
 # A shared 2-core box: generous, and the tests wait on content, not on time.
 TIMEOUT_MS = 20_000
@@ -103,3 +104,26 @@ def test_page_updates_when_evaluations_are_written(
     last_relu = "window.evoCharts['best-chart'].getOption().series.find(s => s.name === 'relu').data.at(-1)"
     pg.wait_for_function(f"() => {last_relu}.value[1] === 2.5")
     assert pg.evaluate("() => window.__marker") == marker
+
+
+def test_runs_page_lists_sweeps_with_their_cells_totals(
+    served: tuple[str, Fixture, str], page: tuple[Any, Console]
+) -> None:
+    base, _fx, url = served
+    pg, _console = page
+    pg.set_default_timeout(TIMEOUT_MS)
+    writer = SolutionLibrary(url)
+    try:
+        for cell, speedup in enumerate((1.2, 2.4)):
+            sweep = {"id": "sw-demo", "cell": cell, "point": {"seed": cell}, "name": "demo-sweep"}
+            run_id = writer.create_run(f"demo-{cell}", {"budget": {"evaluations": 5}, "sweep": sweep})
+            writer.register_task(run_id, Task(name="relu", path="/tasks/relu.py", source=REFERENCE))
+            add(writer, run_id, "relu", f"# cell {cell}\n", correct(speedup), llm=False)
+    finally:
+        writer.close()
+    pg.goto(base + "/")
+    row = pg.locator("#sweeps tbody tr", has_text="sw-demo")
+    row.wait_for()
+    text = row.inner_text()
+    assert "demo-sweep" in text and "2 / 10" in text and f"2.40{X}" in text
+    assert row.get_by_role("link").count() == 2  # its cells, each a link to its run page

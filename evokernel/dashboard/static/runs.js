@@ -19,10 +19,18 @@
     ]));
     document.getElementById("no-runs").hidden = data.runs.length > 0;
     document.getElementById("sweeps-section").hidden = data.sweeps.length === 0;
-    fill(document.querySelector("#sweeps tbody"), data.sweeps.map((s) => [
-      el("span", { class: "mono", text: s.id }), s.name, badge(s.status), s.axes.join(", ") || "–", time(s.started),
-      el("span", {}, s.cells.map((id) => [runLink(id), " "])),
-    ]));
+    // A sweep's totals over its cells (the runs above): budget used, best speedup, cost.
+    const byId = Object.fromEntries(data.runs.map((r) => [r.id, r]));
+    fill(document.querySelector("#sweeps tbody"), data.sweeps.map((s) => {
+      const cells = s.cells.map((id) => byId[id]).filter(Boolean);
+      const sum = (key) => cells.reduce((total, r) => total + (r[key] || 0), 0);
+      const bests = cells.map((r) => r.best_speedup).filter((b) => b !== null);
+      return [
+        el("span", { class: "mono", text: s.id }), s.name, badge(s.status), s.axes.join(", ") || "–", time(s.started),
+        progress(sum("evaluations"), sum("budget")), speedup(bests.length ? Math.max(...bests) : null), usd(sum("usd")),
+        el("span", {}, s.cells.map((id) => [runLink(id), " "])),
+      ];
+    }));
   });
   evo.start();
 })();
