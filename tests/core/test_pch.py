@@ -94,7 +94,7 @@ def test_the_cache_is_found_again_and_withdrawn_when_a_header_changes(built: Pat
     cache = pch.HeaderCache(built.parent, cuda=False, env=sandbox_env("cpu", workdir))
     state = cache.wait(120)
     assert state["state"] == "ready", state
-    assert state["build_s"] < 60  # found, not rebuilt: a rebuild takes minutes on this machine
+    assert state["built"] == []  # every variant found, none rebuilt
     assert cache.root() == str(built)
     header = built / "default" / pch.HEADER
     os.utime(header)  # any write or touch changes ctime, which no one can set back
