@@ -63,7 +63,12 @@ def _verify(args: argparse.Namespace) -> int:
     from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
-    evaluation = verify(args.task, args.candidate, args.device, EvaluationConfig(timeout_s=args.timeout, isolation=args.isolation))
+    evaluation = verify(
+        args.task,
+        args.candidate,
+        args.device,
+        EvaluationConfig(timeout_s=args.timeout, isolation=args.isolation),
+    )
     print(to_json(evaluation) if args.json else format_report(evaluation))
     return 0 if evaluation.ok else 1
 

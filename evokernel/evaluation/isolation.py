@@ -48,6 +48,9 @@ DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/uran
 SHARED_WRITE = ("/dev/shm",)
 
 
+SECCOMP_LINE = "sockets, connect, io_uring, ptrace, setsid, namespaces refused"
+
+
 class IsolationUnavailable(EvaluationError):
     """``evaluation.isolation: required`` on a machine that cannot provide it."""
 
@@ -79,10 +82,11 @@ class Support:
         proven = ", ".join(sorted(name for name, ok in self.refused.items() if ok))
         return [
             f"landlock  {f'ABI {abi}: filesystem allow-list{net}{scopes}' if abi else 'unavailable'}",
-            f"seccomp   {'sockets, connect, io_uring, ptrace, setsid, namespaces refused' if self.seccomp else 'unavailable'}",
+            f"seccomp   {SECCOMP_LINE if self.seccomp else 'unavailable'}",
             f"probe     {'refused: ' + proven if proven else 'no confined probe ran'}"
             + (f" ({self.error})" if self.error else ""),
-            f"user      uid {self.uid}" + (" (root: run evaluators as an unprivileged user)" if self.uid == 0 else ""),
+            f"user      uid {self.uid}"
+            + (" (root: run evaluators as an unprivileged user)" if self.uid == 0 else ""),
         ]
 
 
@@ -112,7 +116,8 @@ def check(mode: str) -> Support:
     support = detect()
     if mode == "required" and support.missing():
         raise IsolationUnavailable(
-            "evaluation.isolation is 'required' but this machine lacks: " + "; ".join(support.missing())
+            "evaluation.isolation is 'required' but this machine lacks: "
+            + "; ".join(support.missing())
             + ". Set evaluation.isolation=best-effort to evaluate with what it has (see README, Security)."
         )
     return support
@@ -125,9 +130,13 @@ def doctor_report() -> tuple[str, bool]:
     verdict = (
         "evaluation.isolation=required: available"
         if not missing
-        else "evaluation.isolation=required: REFUSED (" + "; ".join(missing) + "); best-effort would run unconfined"
+        else "evaluation.isolation=required: REFUSED ("
+        + "; ".join(missing)
+        + "); best-effort would run unconfined"
     )
-    return "\n".join(["candidate isolation", *(f"  {line}" for line in support.lines()), verdict]), not missing
+    return "\n".join(
+        ["candidate isolation", *(f"  {line}" for line in support.lines()), verdict]
+    ), not missing
 
 
 def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], list[Path], list[Path]]:

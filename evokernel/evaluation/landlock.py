@@ -59,8 +59,13 @@ def abi_version() -> int:
     """The kernel's Landlock ABI; 0 when it has none (too old, not in the LSM list, or the syscall
     is filtered, as some container runtimes do)."""
     try:
-        return _call("landlock_create_ruleset", SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
-                     ctypes.c_uint32(CREATE_RULESET_VERSION))
+        return _call(
+            "landlock_create_ruleset",
+            SYS_CREATE_RULESET,
+            None,
+            ctypes.c_size_t(0),
+            ctypes.c_uint32(CREATE_RULESET_VERSION),
+        )
     except LandlockError:
         return 0
 
@@ -97,8 +102,9 @@ def restrict(
     else:
         attr = struct.pack("=Q", handled)
     buffer = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = _call("landlock_create_ruleset", SYS_CREATE_RULESET, buffer, ctypes.c_size_t(len(attr)),
-                    ctypes.c_uint32(0))
+    ruleset = _call(
+        "landlock_create_ruleset", SYS_CREATE_RULESET, buffer, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)
+    )
     try:
         for paths, rights in ((read, READ), (devices, DEVICES), (write, handled)):
             for path in paths:
@@ -121,7 +127,13 @@ def _allow(ruleset: int, path: Path, rights: int) -> None:
             rights &= FILE_RIGHTS
         # struct landlock_path_beneath_attr is packed: u64 allowed_access, s32 parent_fd.
         attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-        _call(f"landlock_add_rule({path})", SYS_ADD_RULE, ctypes.c_int(ruleset),
-              ctypes.c_int(RULE_PATH_BENEATH), attr, ctypes.c_uint32(0))
+        _call(
+            f"landlock_add_rule({path})",
+            SYS_ADD_RULE,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(RULE_PATH_BENEATH),
+            attr,
+            ctypes.c_uint32(0),
+        )
     finally:
         os.close(fd)

@@ -41,13 +41,31 @@ _ARCHES = {
     # machine: (AUDIT_ARCH, {name: number})
     "x86_64": (
         0xC000003E,
-        {"socket": 41, "connect": 42, "clone": 56, "ptrace": 101, "setsid": 112, "unshare": 272,
-         "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311},
+        {
+            "socket": 41,
+            "connect": 42,
+            "clone": 56,
+            "ptrace": 101,
+            "setsid": 112,
+            "unshare": 272,
+            "setns": 308,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+        },
     ),
     "aarch64": (
         0xC00000B7,
-        {"socket": 198, "connect": 203, "clone": 220, "ptrace": 117, "setsid": 157, "unshare": 97,
-         "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271},
+        {
+            "socket": 198,
+            "connect": 203,
+            "clone": 220,
+            "ptrace": 117,
+            "setsid": 157,
+            "unshare": 97,
+            "setns": 268,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+        },
     ),
 }
 _GENERIC = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435}
@@ -59,6 +77,16 @@ class SeccompError(OSError):
 
 def supported_arch() -> bool:
     return platform.machine() in _ARCHES
+
+
+def available() -> bool:
+    """The kernel has seccomp filters (CONFIG_SECCOMP_FILTER) with errno returns, for this arch."""
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail") as f:
+            actions = f.read().split()
+    except OSError:
+        return False
+    return supported_arch() and "errno" in actions
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:

@@ -21,10 +21,10 @@ from typing import Any
 
 import ray
 
+from evokernel.evaluation import isolation
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.pch import HeaderCache
-from evokernel.evaluation import isolation
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
 from evokernel.types import Evaluation, Status

@@ -17,6 +17,7 @@ NATIVE_PROBE = r"""
 #include <Python.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -63,25 +64,31 @@ static int try_read_parent(void) {
     long r = syscall(SYS_process_vm_readv, getppid(), &local, 1, &remote, 1, 0);
     return r < 0 ? errno : 0;
 }
+static int try_parent_mem(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
+    return try_open(path, O_RDONLY);
+}
 static PyObject* probe(PyObject* self, PyObject* args) {
     int port; const char *unix_path, *outside, *library, *inside;
     if (!PyArg_ParseTuple(args, "issss", &port, &unix_path, &outside, &library, &inside)) return NULL;
     return Py_BuildValue(
-        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
         "tcp_connect", try_tcp(port),
         "unix_connect", try_unix(unix_path),
         "write_outside", try_open(outside, O_WRONLY | O_CREAT | O_APPEND),
         "write_library", try_open(library, O_WRONLY | O_APPEND),
         "read_library", try_open(library, O_RDONLY),
         "write_inside", try_open(inside, O_WRONLY | O_CREAT | O_APPEND),
-        "read_parent_memory", try_read_parent());
+        "read_parent_memory", try_read_parent(),
+        "open_parent_mem", try_parent_mem());
 }
 static PyMethodDef methods[] = {{"probe", probe, METH_VARARGS, ""}, {NULL, NULL, 0, NULL}};
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "evk_escape", NULL, -1, methods};
 PyMODINIT_FUNC PyInit_evk_escape(void) { return PyModule_Create(&module); }
 """
 
-AXPY = '''
+AXPY = """
 import json, os, sys, time
 import torch
 import torch.nn as nn
@@ -95,7 +102,8 @@ import triton.language as tl
 def _axpy(x_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(y_ptr + offs, 3.0 * tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + offs, mask=mask), mask=mask)
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, 3.0 * x + tl.load(b_ptr + offs, mask=mask), mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -104,9 +112,9 @@ class ModelNew(nn.Module):
         n = x.numel()
         _axpy[(triton.cdiv(n, 64),)](x, b, y, n, BLOCK=64)
         return y
-'''
+"""
 
-NATIVE_ESCAPE = '''
+NATIVE_ESCAPE = """
 from torch.utils.cpp_extension import load_inline
 _probe = load_inline("evk_escape", cpp_sources=[{source!r}], no_implicit_headers=True)
 _got = _probe.probe({port}, {unix!r}, {outside!r}, {library!r}, os.path.abspath("inside.txt"))
@@ -121,15 +129,16 @@ if _pid == 0:
     os._exit(0)
 _got["daemon_pid"] = _pid
 print("EVK-PROBE " + json.dumps(_got), flush=True)
-'''
+"""
 
 # No ctypes, no extension, no socket module: a shell the candidate starts. bash's /dev/tcp makes
 # the socket itself, beyond any Python audit hook.
 SHELL_ESCAPE = """
 import subprocess
-_run = subprocess.run(["bash", "-c", "echo x >/dev/tcp/127.0.0.1/{port}; echo x >>{outside}; echo x >>{library}"],
-                      capture_output=True, text=True)
-print("EVK-PROBE " + json.dumps({{"shell_code": _run.returncode, "shell_stderr": _run.stderr[-400:]}}), flush=True)
+_script = "echo x >/dev/tcp/127.0.0.1/{port}; echo x >>{outside}; echo x >>{library}"
+_run = subprocess.run(["bash", "-c", _script], capture_output=True, text=True)
+_got = {{"shell_code": _run.returncode, "shell_stderr": _run.stderr[-400:]}}
+print("EVK-PROBE " + json.dumps(_got), flush=True)
 """
 
 
