@@ -13,8 +13,7 @@ from evokernel.types import Evaluation
 
 # Raw system calls from C (no libc socket()/open() wrappers, no Python), in a CPython extension
 # built by load_inline without torch's header (a 1-2 s build instead of ~30 s on the CI machine).
-NATIVE_PROBE = r"""
-#include <Python.h>
+C_PROBES = r"""
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,7 +26,7 @@ NATIVE_PROBE = r"""
 #include <sys/uio.h>
 #include <sys/un.h>
 
-static long secret_word = 42;
+extern char** environ;
 
 static int try_tcp(int port) {
     long fd = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
@@ -58,9 +57,9 @@ static int try_open(const char* path, int flags) {
     return 0;
 }
 static int try_read_parent(void) {
-    /* The supervisor was forked from the same image: the same address holds the same variable. */
-    long copy = 0;
-    struct iovec local = {&copy, sizeof copy}, remote = {&secret_word, sizeof secret_word};
+    /* The worker is a fork of the supervisor: libc's `environ` is at the same address in both. */
+    char** copy = 0;
+    struct iovec local = {&copy, sizeof copy}, remote = {&environ, sizeof environ};
     long r = syscall(SYS_process_vm_readv, getppid(), &local, 1, &remote, 1, 0);
     return r < 0 ? errno : 0;
 }
@@ -69,6 +68,12 @@ static int try_parent_mem(void) {
     snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
     return try_open(path, O_RDONLY);
 }
+"""
+
+NATIVE_PROBE = (
+    "#include <Python.h>\n"
+    + C_PROBES
+    + r"""
 static PyObject* probe(PyObject* self, PyObject* args) {
     int port; const char *unix_path, *outside, *library, *inside;
     if (!PyArg_ParseTuple(args, "issss", &port, &unix_path, &outside, &library, &inside)) return NULL;
@@ -87,6 +92,7 @@ static PyMethodDef methods[] = {{"probe", probe, METH_VARARGS, ""}, {NULL, NULL,
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "evk_escape", NULL, -1, methods};
 PyMODINIT_FUNC PyInit_evk_escape(void) { return PyModule_Create(&module); }
 """
+)
 
 AXPY = """
 import json, os, sys, time
@@ -140,6 +146,75 @@ _run = subprocess.run(["bash", "-c", _script], capture_output=True, text=True)
 _got = {{"shell_code": _run.returncode, "shell_stderr": _run.stderr[-400:]}}
 print("EVK-PROBE " + json.dumps(_got), flush=True)
 """
+
+
+PROBE_NAMES = (
+    "tcp_connect",
+    "unix_connect",
+    "write_outside",
+    "write_library",
+    "read_library",
+    "write_inside",
+    "read_parent_memory",
+    "open_parent_mem",
+)
+# The GPU variant: the same system calls from the host code of a CUDA extension built KernelBench's
+# way (torch's header, pybind11 functions), beside the kernel the candidate is judged on.
+CUDA_SOURCE = (
+    "#include <torch/extension.h>\n"
+    + C_PROBES
+    + r"""
+__global__ void axpy_kernel(const float* x, const float* b, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 3.0f * x[i] + b[i];
+}
+torch::Tensor axpy(torch::Tensor x, torch::Tensor b) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    axpy_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), b.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+std::vector<int64_t> probe(int64_t port, std::string unix_path, std::string outside, std::string library,
+                           std::string inside) {
+    return {try_tcp((int)port), try_unix(unix_path.c_str()),
+            try_open(outside.c_str(), O_WRONLY | O_CREAT | O_APPEND),
+            try_open(library.c_str(), O_WRONLY | O_APPEND), try_open(library.c_str(), O_RDONLY),
+            try_open(inside.c_str(), O_WRONLY | O_CREAT | O_APPEND), try_read_parent(), try_parent_mem()};
+}
+"""
+)
+CUDA_CANDIDATE = """
+import json, os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(
+    "evk_escape_cuda",
+    cpp_sources=["torch::Tensor axpy(torch::Tensor x, torch::Tensor b);",
+                 "std::vector<int64_t> probe(int64_t, std::string, std::string, std::string, std::string);"],
+    cuda_sources=[{source!r}],
+    functions=["axpy", "probe"],
+)
+_codes = _ext.probe({port}, {unix!r}, {outside!r}, {library!r}, os.path.abspath("inside.txt"))
+print("EVK-PROBE " + json.dumps(dict(zip({names!r}, _codes))), flush=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, b):
+        return _ext.axpy(x.contiguous(), b.contiguous())
+"""
+
+
+def cuda_candidate(port: int, unix: Path, outside: Path, library: Path) -> str:
+    return CUDA_CANDIDATE.format(
+        source=CUDA_SOURCE,
+        port=port,
+        unix=str(unix),
+        outside=str(outside),
+        library=str(library),
+        names=PROBE_NAMES,
+    )
 
 
 def native_candidate(port: int, unix: Path, outside: Path, library: Path) -> str:

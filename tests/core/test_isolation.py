@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from evokernel.config.loading import load_config
 from evokernel.config.schema import EvaluationConfig, TimingConfig
@@ -26,7 +27,7 @@ from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import ConfigError
 from evokernel.types import Status, Task
-from tests.core.isolation_probes import native_candidate, probe_report, shell_candidate
+from tests.core.isolation_probes import cuda_candidate, native_candidate, probe_report, shell_candidate
 
 FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 TIMEOUT_S = 180
@@ -136,6 +137,8 @@ def test_the_same_probes_escape_without_isolation(axpy_task: Task, targets: Targ
         assert sorted(targets.connections()) == ["tcp", "unix"]
         assert targets.outside.read_bytes() == b"x"
         assert targets.library.read_bytes() == targets.library_bytes + b"x"
+        if os.getuid() == 0:  # the supervisor is non-dumpable, which binds everyone but root
+            assert report["read_parent_memory"] == 0 and report["open_parent_mem"] == 0
         assert _alive(daemon), "without seccomp the daemon's setsid takes it out of the killed session"
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -161,3 +164,39 @@ def test_the_config_key_takes_only_the_two_modes(tmp_path: Path) -> None:
 @pytest.mark.skipif(not seccomp.supported_arch(), reason="no filter for this architecture")
 def test_the_filter_is_whole_instructions() -> None:
     assert len(seccomp.program()) % 8 == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_extension_is_confined_and_its_outputs_still_come_back(
+    axpy_task: Task, targets: Targets
+) -> None:
+    """On the GPU machine: the probes from the host code of a CUDA load_inline extension, through
+    the fork-server at full size; the outputs still reach the supervisor through CUDA IPC (which
+    needs /dev/nvidia*, /dev/shm and the build dirs inside the confinement)."""
+    server = ForkServer("cuda", Path(tempfile.gettempdir()))
+    try:
+        source = cuda_candidate(targets.port, targets.unix_path, targets.outside, targets.library)
+        req = build_request(
+            axpy_task,
+            source,
+            device="cuda",
+            scale="full",
+            timing=FAST,
+            static_checks=False,
+            evaluation=EvaluationConfig(compile_baseline="off"),
+        )
+        ev = run_sandboxed(req, 600, launcher=server.spawn)
+    finally:
+        server.close()
+    report = probe_report(ev)
+    assert ev.status is Status.CORRECT, ev.reason + ev.feedback
+    assert ev.details["outputs_via"] == "cuda-ipc"
+    assert report["tcp_connect"] == errno.EACCES and report["unix_connect"] == errno.EACCES
+    assert targets.connections() == []
+    assert report["write_outside"] == errno.EACCES and not targets.outside.exists()
+    assert report["write_library"] == errno.EACCES and report["read_library"] == errno.EACCES
+    assert targets.library.read_bytes() == targets.library_bytes
+    assert report["write_inside"] == 0
+    assert report["read_parent_memory"] == errno.EPERM and report["open_parent_mem"] == errno.EACCES
+    assert ev.details["isolation"]["filesystem"] and ev.details["isolation"]["seccomp"]
