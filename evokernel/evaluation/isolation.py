@@ -141,6 +141,14 @@ def doctor_report() -> tuple[str, bool]:
 
 def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], list[Path], list[Path]]:
     """(read, write, devices) for a candidate in ``workdir``."""
+    read, devices = machine_paths()
+    return [*read, *(Path(p) for p in extra_read)], [workdir, *(Path(p) for p in SHARED_WRITE)], devices
+
+
+@functools.cache
+def machine_paths() -> tuple[list[Path], list[Path]]:
+    """(read, devices) that are the same for every candidate of this process: the fork-server
+    computes them once before it forks (2.3 ms of sysconfig and sys.path work each time otherwise)."""
     import evokernel
 
     read = [Path(p) for p in SYSTEM_READ]
@@ -156,10 +164,9 @@ def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], lis
         if os.environ.get(name):
             read.append(Path(os.environ[name]))
     read += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
-    read += [Path(p) for p in extra_read]
     devices = [Path(p) for p in DEVICE_FILES]
     devices += sorted(Path("/dev").glob("nvidia*"))
-    return read, [workdir, *(Path(p) for p in SHARED_WRITE)], devices
+    return list(dict.fromkeys(read)), list(dict.fromkeys(devices))
 
 
 def confine(mode: str, workdir: Path, extra_read: list[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -123,7 +124,7 @@ def _allow(ruleset: int, path: Path, rights: int) -> None:
     except OSError:
         return  # absent on this machine (/lib32, a CUDA_HOME that is not there): nothing to allow
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
         # struct landlock_path_beneath_attr is packed: u64 allowed_access, s32 parent_fd.
         attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import struct
@@ -68,6 +69,7 @@ _ARCHES = {
         },
     ),
 }
+_libc = ctypes.CDLL(None, use_errno=True)
 _GENERIC = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435}
 
 
@@ -93,6 +95,7 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+@functools.cache
 def program() -> bytes:
     """The filter for this machine's architecture, as ``struct sock_filter[]`` bytes."""
     machine = platform.machine()
@@ -153,9 +156,8 @@ def install() -> None:
     # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
     fprog = struct.pack("=HxxxxxxQ", len(filters) // 8, ctypes.addressof(buffer))
     fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SeccompError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buffer, 0, 0) != 0:
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buffer, 0, 0) != 0:
         code = ctypes.get_errno()
         raise SeccompError(code, f"prctl(PR_SET_SECCOMP): {os.strerror(code)}")
