@@ -13,6 +13,10 @@ pairs:
   filter (``details["isolation"]["apply_ms"]``), the direct cost;
 * ``build_s`` and ``wall_s`` with and without, and their paired differences: the end-to-end view,
   where the direct cost is far below the noise of a multi-second evaluation;
+* ``fork_ms``: the alternatives side by side, each a fork of this process that does one thing and
+  exits: nothing, ``confine`` (the layers evokernel uses), ``unshare(CLONE_NEWNET)`` (root only) and
+  ``unshare(CLONE_NEWUSER | CLONE_NEWNET)`` (unprivileged user namespaces), the network namespace
+  that ``unshare --net`` or bubblewrap would give; ``null`` where the kernel refused;
 * ``session_sweep_ms``: the /proc scan that kills a candidate's whole session (sessions.py), paid
   by every candidate in every mode, timed here on its own.
 
@@ -22,12 +26,14 @@ The last line printed is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,45 @@ FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 
 def stage_s(details: dict[str, Any], name: str) -> float:
     return next(float(s["seconds"]) for s in details["stages"] if s["stage"] == name)
+
+
+CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
+
+
+def forked_ms(step: Callable[[], bool], repeats: int = 30) -> float | None:
+    """Median ms of fork + ``step`` + exit + wait; None when ``step`` failed."""
+    times = []
+    for _ in range(repeats):
+        read, write = os.pipe()
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                ok = step()
+            finally:
+                os.write(write, b"1" if ok else b"0")
+                os._exit(0)
+        ok = os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+        times.append(1000 * (time.perf_counter() - start))
+        os.close(read)
+        os.close(write)
+        if not ok:
+            return None
+    return round(statistics.median(times), 3)
+
+
+def alternatives() -> dict[str, float | None]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    isolation.machine_paths()
+    with tempfile.TemporaryDirectory(prefix="evk-bench-isolation-") as tmp:
+        return {
+            "nothing": forked_ms(lambda: True),
+            "landlock+seccomp": forked_ms(lambda: bool(isolation.confine("required", Path(tmp), []))),
+            "netns": forked_ms(lambda: libc.unshare(CLONE_NEWNET) == 0),
+            "userns+netns": forked_ms(lambda: libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0),
+        }
 
 
 def main() -> None:
@@ -117,6 +162,8 @@ def main() -> None:
         "wall_s_median": {m: round(median(m, "wall_s"), 4) for m in rows},
         "added_build_ms_paired_median": round(1000 * paired("build_s"), 2),
         "added_wall_ms_paired_median": round(1000 * paired("wall_s"), 2),
+        "fork_ms": alternatives(),
+        "uid": os.getuid(),
         "session_sweep_ms_median": round(statistics.median(sweeps), 3),
         "processes_scanned": len(os.listdir("/proc")),
     }
