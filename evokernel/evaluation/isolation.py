@@ -104,6 +104,10 @@ def detect() -> Support:
                 check=False,
                 env={k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "LANG")},
             )
+        if out.returncode != 0:
+            raise ValueError(
+                out.stderr.decode(errors="replace").strip()[-300:] or f"exit code {out.returncode}"
+            )
         return Support(**json.loads(out.stdout.decode().strip().splitlines()[-1]))
     except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError, OSError) as exc:
         return Support(landlock.abi_version(), False, os.getuid(), {}, f"probe failed: {exc}")
@@ -132,7 +136,7 @@ def doctor_report() -> tuple[str, bool]:
         if not missing
         else "evaluation.isolation=required: REFUSED ("
         + "; ".join(missing)
-        + "); best-effort would run unconfined"
+        + "); best-effort would evaluate with what there is"
     )
     return "\n".join(
         ["candidate isolation", *(f"  {line}" for line in support.lines()), verdict]
