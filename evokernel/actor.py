@@ -52,6 +52,8 @@ class EvaluatorActor:
     ) -> None:
         self.device = device
         self.build_jobs = build_jobs
+        # Recorded with every evaluation: on a cluster, which node evaluated a candidate.
+        self.node_id = ray.get_runtime_context().get_node_id()
         self.root = Path(tempfile.mkdtemp(prefix="evk-actor-"))
         self.lock_dir = self.root / "gpulock"
         self.lock_dir.mkdir()
@@ -127,7 +129,7 @@ class EvaluatorActor:
                     if server is not None and self._server is server and server.alive():
                         server.close()  # it answers no more; the next _launcher() replaces it
                 continue
-            details = {**evaluation.details, "runner_restarts": self.runner_restarts}
+            details = {**evaluation.details, "runner_restarts": self.runner_restarts, "node": self.node_id}
             return {**evaluation.to_dict(), "details": details}
         return Evaluation(
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"
