@@ -52,8 +52,10 @@ class EvaluatorActor:
     ) -> None:
         self.device = device
         self.build_jobs = build_jobs
-        # Recorded with every evaluation: on a cluster, which node evaluated a candidate.
+        # Recorded with every evaluation: which node, and which GPU (or CPU actor) of it, evaluated it.
         self.node_id = ray.get_runtime_context().get_node_id()
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
+        self.label = f"{'gpu' + gpus if gpus else f'cpu{os.getpid()}'}@{self.node_id[:8]}"
         self.root = Path(tempfile.mkdtemp(prefix="evk-actor-"))
         self.lock_dir = self.root / "gpulock"
         self.lock_dir.mkdir()
@@ -129,7 +131,8 @@ class EvaluatorActor:
                     if server is not None and self._server is server and server.alive():
                         server.close()  # it answers no more; the next _launcher() replaces it
                 continue
-            details = {**evaluation.details, "runner_restarts": self.runner_restarts, "node": self.node_id}
+            where = {"node": self.node_id, "actor": self.label}
+            details = {**evaluation.details, "runner_restarts": self.runner_restarts, **where}
             return {**evaluation.to_dict(), "details": details}
         return Evaluation(
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"

@@ -155,7 +155,8 @@ class EvaluatorPool:
         return [slot.load for slot in self.workers.slots]
 
     def _follow_nodes(self, force: bool = False) -> None:
-        if self.workers.refresh(force):
+        self.workers.refresh(force)
+        if self.size != len(self.workers.slots):  # a node came or went, or an actor died
             self.size = len(self.workers.slots)
             self.capacity = self.size * self.concurrency
             self.queue.resize(self.capacity)
