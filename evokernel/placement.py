@@ -107,7 +107,11 @@ class ActorSet:
         if not force and now - self._refreshed_at < REFRESH_S:
             return False
         self._refreshed_at = now
-        nodes = alive_nodes(self.device)
+        try:
+            nodes = alive_nodes(self.device)
+        except (ray.exceptions.RayError, ConnectionError, TimeoutError) as exc:
+            log.warning("could not read Ray's node table (%s); keeping the actors as they are", exc)
+            return False
         alive = {n.node_id for n in nodes}
         gone = [s for s in self.slots if s.node_id not in alive]
         for slot in gone:

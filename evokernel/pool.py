@@ -269,8 +269,7 @@ class EvaluatorPool:
                 data = await slot.actor.evaluate.remote(request, self.config.timeout_s)
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error, lost_node = f"evaluator actor died: {type(exc).__name__}", slot.node_id
-                if self.workers.drop(slot, reason=last_error):
-                    self.stats.replacements += 1
+                self.workers.drop(slot, reason=last_error)
                 self._follow_nodes(force=True)
                 continue
             finally:
@@ -324,7 +323,8 @@ class EvaluatorPool:
             "gpus": self.gpus,
             "workers": self.size,
             "nodes": len(self.workers.nodes()),
-            "actors_lost": self.workers.lost,
+            # Actors lost (their node left, or they died) and actors started on nodes that joined.
+            "replacements": self.workers.lost,
             "actors_added": self.workers.added_later,
             "concurrency_per_worker": self.concurrency,
             "capacity": self.capacity,

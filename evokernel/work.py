@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from evokernel.budget import RunBudget
 from evokernel.config_schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
+from evokernel.elastic import ElasticLimit
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.strategies.base import Strategy
 from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
@@ -108,7 +109,7 @@ class ProposalWork:
     mutators: dict[str, Mutator]
     ideas_mutator: Mutator | None
     budget: RunBudget
-    _eval_limit: asyncio.Semaphore
+    _eval_limit: ElasticLimit
     _llm_limit: asyncio.Semaphore
     _released: asyncio.Event
     _hardware: str
