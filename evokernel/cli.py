@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from evokernel.config_schema import EvaluationConfig
+    from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
     evaluation = verify(args.task, args.candidate, args.device, EvaluationConfig(timeout_s=args.timeout))
@@ -70,8 +71,8 @@ def _tasks_check(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from evokernel.config import load_config
-    from evokernel.runner import run_experiment
+    from evokernel.config.loading import load_config
+    from evokernel.run.runner import run_experiment
 
     overrides = list(args.overrides)
     if args.ray_address:
@@ -92,7 +93,7 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     from evokernel.db import SolutionLibrary
-    from evokernel.report import format_table
+    from evokernel.run.progress import format_table
 
     library = SolutionLibrary(args.library)
     rows = [[r.id, r.name, r.status, r.created_at, r.finished_at or "-"] for r in library.list_runs()]
@@ -101,7 +102,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _tasks_list(args: argparse.Namespace) -> int:
-    from evokernel.report import format_table
+    from evokernel.run.progress import format_table
     from evokernel.tasks import load_tasks
 
     tasks = load_tasks(args.paths)
@@ -128,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evokernel: interrupted; resume with --resume RUN_ID (see `evokernel runs`)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`evokernel runs | head -2`): stop quietly with 0, so a script under
+        # `set -o pipefail` does not fail because it read less. stdout now points at /dev/null, or
+        # the interpreter's last flush at exit would print a second traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ def one_size(workers: int, base: list[str], library_path: Path) -> dict[str, Any
     from evokernel.config import load_config
     from evokernel.db import SolutionLibrary
     from evokernel.pool import EvaluatorPool
-    from evokernel.report import ProgressPrinter
-    from evokernel.runner import run_experiment
+    from evokernel.run.progress import ProgressPrinter
+    from evokernel.run.runner import run_experiment
     from evokernel.tasks import load_tasks
 
     config = load_config(str(CONFIG), [*base, f"library={library_path}", f"evaluation.workers={workers}"])

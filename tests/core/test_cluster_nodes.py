@@ -27,12 +27,12 @@ import ray
 from ray.cluster_utils import Cluster
 
 from evokernel.config import load_config
-from evokernel.config_schema import EvaluationConfig, ExperimentConfig, RayConfig
+from evokernel.config.schema import EvaluationConfig, ExperimentConfig, RayConfig
 from evokernel.db import SolutionLibrary
-from evokernel.placement import NodeRoom, additions
 from evokernel.pool import EvaluatorPool
-from evokernel.report import ProgressPrinter
-from evokernel.runner import RunSummary, run_experiment
+from evokernel.pool.placement import NodeRoom, additions
+from evokernel.run.progress import ProgressPrinter
+from evokernel.run.runner import RunSummary, run_experiment
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
 FAST = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evokernel.elastic import ElasticLimit
+from evokernel.run.elastic import ElasticLimit
 
 
 def test_the_limit_follows_its_size_as_it_grows_and_shrinks() -> None:

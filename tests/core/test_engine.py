@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from evokernel.conformance import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult
-from evokernel.testing import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.types import Evaluation, Task
 
 Run = tuple[SolutionLibrary, str, list[Task]]

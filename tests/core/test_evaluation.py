@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evokernel.config_schema import TimingConfig
+from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, comparable, median_rse, time_callable

@@ -21,13 +21,13 @@ import pytest
 import ray
 import torch
 
-from evokernel.config_schema import EvaluationConfig, RayConfig, TimingConfig
+from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import Child, Launch, Launcher, run_sandboxed
-from evokernel.fairqueue import FairQueue
-from evokernel.pool import EvaluatorPool, default_concurrency
+from evokernel.pool.evaluator_pool import EvaluatorPool, default_concurrency
+from evokernel.pool.fair_queue import FairQueue
 from evokernel.types import Evaluation, Status, Task
 from tests.core.corpus import FIXTURES
 

@@ -95,7 +95,7 @@ def _group_alive(pgid: int) -> bool:
 
 # ---- instant parts: exact resume after SIGKILL or SIGINT at several points ----------------------
 # A driver subprocess (tests/core/instant_driver.py) runs the real engine and library on the
-# instant evaluator and mutator of evokernel.testing, slowed down so signals land mid-flight.
+# instant evaluator and mutator of evokernel.conformance, slowed down so signals land mid-flight.
 # Its final library must equal, row for row (ids aside), that of an uninterrupted run.
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,9 +144,9 @@ def _wait_for(db: Path, evaluations: int, driver: subprocess.Popen[bytes]) -> No
 
 
 def _uninterrupted(tmp_path: Path, spec: dict) -> list:
+    from evokernel.conformance import QuietReporter, library_fingerprint
     from evokernel.db import SolutionLibrary
-    from evokernel.runner import run_experiment
-    from evokernel.testing import QuietReporter, library_fingerprint
+    from evokernel.run.runner import run_experiment
     from tests.core.instant_driver import setup
 
     db = tmp_path / "reference.db"
@@ -159,8 +159,8 @@ def _uninterrupted(tmp_path: Path, spec: dict) -> list:
 
 
 def _check_complete(db: Path, spec: dict) -> list:
+    from evokernel.conformance import library_fingerprint
     from evokernel.db import SolutionLibrary
-    from evokernel.testing import library_fingerprint
 
     budget = spec["budget"]["evaluations"] * spec["tasks"]
     assert _count(db, "select count(*) from runs") == 1

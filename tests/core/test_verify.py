@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from evokernel.config_schema import EvaluationConfig, TimingConfig
+from evokernel.config.schema import EvaluationConfig, TimingConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_task

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from evokernel.config_schema import LLMConfig
+from evokernel.config.schema import LLMConfig
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.mutators.llm import LLMMutator, load_template
 from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task
-from tests.llm_server import BadBody, Hang, HttpError, LLMServer, Reply
+from tests.support.llm_server import BadBody, Hang, HttpError, LLMServer, Reply
 
 REFERENCE = """import torch
 import torch.nn as nn

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from evokernel.config_schema import LLMConfig, ModelConfig
+from evokernel.config.schema import LLMConfig, ModelConfig
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.mutators.llm import LLMMutator, resolve_models
 from evokernel.mutators.selection import ModelSelector, proposal_gain
 from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task
-from tests.llm_server import CutStream, Hang, LLMServer, Reply
+from tests.support.llm_server import CutStream, Hang, LLMServer, Reply
 
 PARENT = (
     "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -186,8 +186,11 @@ def test_a_stream_cut_mid_reply_is_a_recorded_failure(llm_server: LLMServer) -> 
     result = asyncio.run(
         LLMMutator(dataclasses.replace(config, max_retries=1), backoff_base_s=0.01).mutate(_request())
     )
-    assert [c.outcome for c in result.llm_calls] == ["stream_cut", "ok"]
-    assert result.source is not None and "Not enough data" in result.llm_calls[0].error
+    # evokernel's classification, retry and cost row; the error text is litellm's and changes with it.
+    cut, retried = result.llm_calls
+    assert (cut.outcome, retried.outcome) == ("stream_cut", "ok")
+    assert cut.error and cut.cost_usd == 0.0 and cut.completion_tokens == 0
+    assert result.source is not None and "return x * 1" in result.source
 
 
 def test_per_model_limit_serialises_requests(llm_server: LLMServer) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from evokernel.config_schema import ExperimentConfig, TuneConfig
+from evokernel.config.schema import ExperimentConfig, TuneConfig
+from evokernel.conformance import InstantHardware, QuietReporter, library_fingerprint
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest
 from evokernel.mutators.tune import TuneMutator, apply_values, find_knobs, valid_setting
 from evokernel.mutators.tune_model import Observation, feasibility, rank
-from evokernel.runner import run_experiment
+from evokernel.run.runner import run_experiment
 from evokernel.tasks import load_task
-from evokernel.testing import InstantHardware, QuietReporter, library_fingerprint
 from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task, source_hash
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """One proposal's work: mutate it (or brainstorm ideas), record the candidate, evaluate it, and
 tell the strategy and the mutator how it went. :class:`ProposalWork` is the half of the engine
-that runs inside each job; :mod:`evokernel.engine` sequences the jobs and keeps the budgets.
+that runs inside each job; :mod:`evokernel.run.engine` sequences the jobs and keeps the budgets.
 
 Reproducibility: a proposal's randomness (``MutationRequest.rng_seed``) and the duplicate check
 depend on what the proposal *is* (task, island, generation, branch, operator, parents' sources,
@@ -17,14 +17,14 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evokernel.budget import RunBudget
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.elastic import ElasticLimit
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
+from evokernel.run.budget import RunBudget
+from evokernel.run.elastic import ElasticLimit
 from evokernel.strategies.base import Strategy
+from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
-from evokernel.view import IDEAS, RunView
 
 SEED_FILE = "seed_file"
 # Most recently evaluated candidates kept per task for parent lookups (~2 KiB of source each).
@@ -99,7 +99,7 @@ class TaskProgress:
 
 
 class ProposalWork:
-    """The engine's per-job half; :class:`~evokernel.engine.Engine` sets these attributes."""
+    """The engine's per-job half; :class:`~evokernel.run.engine.Engine` sets these attributes."""
 
     config: ExperimentConfig
     library: SolutionLibrary

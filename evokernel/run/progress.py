@@ -7,14 +7,14 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from evokernel.db.connection import redact
-from evokernel.poolhealth import health_line
+from evokernel.pool.health import health_line
 from evokernel.types import Scored, Status, Task
 
 if TYPE_CHECKING:
-    from evokernel.config_schema import ExperimentConfig
+    from evokernel.config.schema import ExperimentConfig
     from evokernel.db import SolutionLibrary
-    from evokernel.engine import Evaluator
-    from evokernel.runner import RunSummary
+    from evokernel.run.engine import Evaluator
+    from evokernel.run.runner import RunSummary
 
 
 class Reporter(Protocol):

@@ -12,14 +12,14 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evokernel.config import from_dict, to_dict
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.loading import from_dict, to_dict
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.engine import Engine, Evaluator
 from evokernel.exceptions import ConfigError, TaskError
 from evokernel.mutators.base import Mutator
-from evokernel.registry import resolve
-from evokernel.report import ProgressPrinter, Reporter
+from evokernel.plugins import resolve
+from evokernel.run.engine import Engine, Evaluator
+from evokernel.run.progress import ProgressPrinter, Reporter
 from evokernel.tasks import load_tasks
 from evokernel.types import Scored, Task
 
@@ -69,7 +69,7 @@ def run_experiment(
     """Run ``config`` to its budget (or resume run ``resume`` from ``config.library``).
 
     ``pool``, ``mutators`` and ``tasks`` replace what the config would build (a Ray pool, the
-    configured mutators, the task files): tests, benchmarks and ``evokernel.testing`` pass
+    configured mutators, the task files): tests, benchmarks and ``evokernel.conformance`` pass
     in-process ones. A run given ``tasks`` must be resumed with the same tasks.
     """
     reporter = reporter or ProgressPrinter()
@@ -93,7 +93,9 @@ def run_experiment(
         mutators = build_mutators(config, reporter) if mutators is None else mutators
         own_pool = pool is None
         if pool is None:
-            from evokernel.pool import EvaluatorPool  # Ray and torch: only when a real pool is needed
+            from evokernel.pool.evaluator_pool import (
+                EvaluatorPool,  # Ray and torch: only when a real pool is needed
+            )
 
             evaluator: Evaluator = EvaluatorPool(config.evaluation, config.ray, baselines=library)
         else:

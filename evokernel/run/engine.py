@@ -4,7 +4,7 @@ Per task it loops: record the strategy's island events, ask it for proposals whi
 budget, record them *before* work starts, mutate each into a candidate (recorded together with
 the proposal's close), evaluate it on the pool, record the evaluation. Mutations and evaluations
 of all tasks are in flight at once under two limits (LLM requests, evaluations) so neither
-starves the other. Run-level budgets (LLM calls, USD, wall time) are in :mod:`evokernel.budget`.
+starves the other. Run-level budgets (LLM calls, USD, wall time) are in :mod:`evokernel.run.budget`.
 
 Budget invariant, kept at every moment: evaluated + pending candidates + open candidate proposals
 <= budget.evaluations per task (``ideas`` proposals make no candidate and do not count). A
@@ -12,7 +12,7 @@ proposal whose mutation fails frees its slot. After a crash the library holds ex
 so resume re-runs open proposals, evaluates pending candidates, and never counts anything twice.
 
 What one job does (mutate, record, evaluate, and why its randomness does not depend on timing)
-is in :mod:`evokernel.work`.
+is in :mod:`evokernel.run.job`.
 
 SIGINT: the first stops new work and lets work in flight finish (the run is then "interrupted",
 with nothing open); the second cancels everything at once (open proposals and pending candidates
@@ -32,17 +32,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from evokernel.budget import RunBudget, Verdict, llm_calls_per_job
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.elastic import ElasticLimit
 from evokernel.exceptions import PluginError
 from evokernel.mutators.base import Mutator
-from evokernel.registry import resolve
+from evokernel.plugins import resolve
+from evokernel.run.budget import RunBudget, Verdict, llm_calls_per_job
+from evokernel.run.elastic import ElasticLimit
+from evokernel.run.job import SEED_FILE, Evaluator, HardwareInfo, ProposalWork, TaskProgress
 from evokernel.strategies.base import Strategy
+from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Proposal, Task
-from evokernel.view import IDEAS, RunView
-from evokernel.work import SEED_FILE, Evaluator, HardwareInfo, ProposalWork, TaskProgress
 
 __all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
 

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from evokernel.actor import Hardware
 from evokernel.evaluation.baselines import KINDS
+from evokernel.pool.actor import Hardware
 from evokernel.types import Evaluation, Status, Task
 
 log = logging.getLogger(__name__)

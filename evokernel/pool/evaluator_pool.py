@@ -2,22 +2,22 @@
 
 One actor per GPU (CPU actors on a cluster without GPUs, whose candidates run under Triton's
 interpreter), each with ``concurrency_per_worker`` candidates in flight
-(:mod:`evokernel.actor`). The same code runs on a laptop's local cluster and on a multi-node
+(:mod:`evokernel.pool.actor`). The same code runs on a laptop's local cluster and on a multi-node
 cluster reached by address. The pool knows nothing of islands or strategies.
 
 In front of the actors:
 
-* **Admission** (:mod:`evokernel.fairqueue`): never more than workers x concurrency calls
+* **Admission** (:mod:`evokernel.pool.fair_queue`): never more than workers x concurrency calls
   submitted to Ray; up to ``max_queue`` more wait, served round robin over tenants (runs) and by
   priority within one (fix attempts first); callers beyond that wait to enter.
 * **Deduplication**: identical (task, source, settings) requests are evaluated once; a request
   that arrives while its twin is in flight waits for it, later ones get the remembered result
   (crashes and timeouts are not remembered). Either copy says ``details["deduplicated"]``.
-* **Baselines** (:mod:`evokernel.baselinecache`): a task's eager and ``torch.compile`` baselines
+* **Baselines** (:mod:`evokernel.pool.baseline_cache`): a task's eager and ``torch.compile`` baselines
   are measured once, by a request of their own before its first candidate, and cached.
 * **Faults**: an actor that dies (node lost, killed) is dropped, and every candidate it had in
   flight is retried once on the least-loaded actor elsewhere, then ``crashed`` with the reason.
-* **Nodes** (:mod:`evokernel.placement`): actors are pinned to the nodes in Ray's node table and
+* **Nodes** (:mod:`evokernel.pool.placement`): actors are pinned to the nodes in Ray's node table and
   follow it: a lost node's actors are replaced where there is room, a node that joins gets actors.
 
 Each evaluation's ``details["stages"]`` starts with ``queue`` (waiting here and for the GPU lock)
@@ -37,15 +37,15 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 
-from evokernel.actor import EvaluatorActor, Hardware
-from evokernel.baselinecache import BaselineCache, BaselineStore
-from evokernel.config_schema import EvaluationConfig, RayConfig
+from evokernel.config.schema import EvaluationConfig, RayConfig
 from evokernel.evaluation.baselines import compile_enabled
 from evokernel.evaluation.request import build_request
 from evokernel.exceptions import EvaluationError
-from evokernel.fairqueue import FairQueue
-from evokernel.placement import ActorSet, Slot, additions, alive_nodes, pinned
-from evokernel.poolhealth import PoolStats
+from evokernel.pool.actor import EvaluatorActor, Hardware
+from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
+from evokernel.pool.fair_queue import FairQueue
+from evokernel.pool.health import PoolStats
+from evokernel.pool.placement import ActorSet, Slot, additions, alive_nodes, pinned
 from evokernel.types import Evaluation, Status, Task, source_hash
 
 __all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
@@ -53,6 +53,8 @@ __all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
 log = logging.getLogger(__name__)
 # Finished evaluations remembered for deduplication (a few KB each).
 MEMO_SIZE = 4096
+# Seconds an actor gets to stop its fork-server and remove its scratch root before it is killed.
+SHUTDOWN_GRACE_S = 10.0
 BASELINES_TENANT = "baselines"
 # With no actor alive, how often to look for a node that joined.
 NO_ACTOR_POLL_S = 1.0
@@ -72,7 +74,18 @@ def init_ray(config: RayConfig) -> None:
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
-        ray.init(num_cpus=config.num_cpus, **kwargs)
+        # Ray >= 2.59 turns token authentication on for a local cluster and logs a warning about
+        # it on every start. We keep it on (without a token any local process, a candidate
+        # included, could submit work to the cluster's loopback endpoints) and drop only that
+        # notice; a user's own RAY_AUTH_MODE (e.g. `disabled`) still wins. Setting the variable
+        # here instead would not do: Ray caches its config when it is imported.
+        notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = notice.level
+        notice.setLevel(logging.ERROR)
+        try:
+            ray.init(num_cpus=config.num_cpus, **kwargs)
+        finally:
+            notice.setLevel(level)
 
 
 def default_concurrency(device: str, cpus_per_actor: int) -> int:
@@ -337,6 +350,14 @@ class EvaluatorPool:
         }
 
     def shutdown(self) -> None:
+        # A graceful stop first, so each actor removes its scratch root and fork-server; an actor
+        # that does not answer within the grace is killed, and the next actor on its node sweeps
+        # what it left (evaluation/scratch.py).
+        stops = [actor.shutdown.remote() for actor in self.actors]
+        if stops:
+            _done, pending = ray.wait(stops, num_returns=len(stops), timeout=SHUTDOWN_GRACE_S)
+            if pending:
+                log.warning("%d evaluator actors did not stop in %.0f s", len(pending), SHUTDOWN_GRACE_S)
         self.workers.kill_all()
 
     async def __aenter__(self) -> EvaluatorPool:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from evokernel.config_schema import BudgetConfig
+from evokernel.config.schema import BudgetConfig
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import Mutator
 from evokernel.types import LLMCall

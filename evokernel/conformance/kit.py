@@ -1,6 +1,6 @@
 """Conformance checks for strategy authors, and the instant in-process parts they run on.
 
-    from evokernel.testing import check_strategy
+    from evokernel.conformance import check_strategy
 
     def test_my_strategy_conforms(tmp_path):
         check_strategy("my_pkg.strategy:MyStrategy", {"width": 4}, workdir=tmp_path)
@@ -24,11 +24,11 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator
-from evokernel.registry import resolve
+from evokernel.plugins import resolve
 from evokernel.strategies.base import Strategy
 from evokernel.types import Evaluation, LLMCall, Scored, Status, Task
 
@@ -144,7 +144,7 @@ class InstantMutator(Mutator):
 
 
 class QuietReporter:
-    """A :class:`~evokernel.report.Reporter` that prints nothing."""
+    """A :class:`~evokernel.run.progress.Reporter` that prints nothing."""
 
     def say(self, message: str) -> None:
         pass
@@ -180,7 +180,7 @@ def run_instant(
     overrides: tuple[str, ...] = (),
 ) -> str:
     """Run (or resume) ``config`` on instant parts; returns the run id."""
-    from evokernel.runner import run_experiment
+    from evokernel.run.runner import run_experiment
 
     summary = run_experiment(
         config,
@@ -290,7 +290,7 @@ def _check_run(
     budget: int,
     name: str,
 ) -> None:
-    from evokernel.view import RunView
+    from evokernel.strategies.view import RunView
 
     islands = cls.from_params(dict(params or {})).islands
     for task in lib.run_task_hashes(run_id):

@@ -25,6 +25,7 @@ from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.pch import HeaderCache
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
+from evokernel.evaluation.scratch import ScratchDir
 from evokernel.types import Evaluation, Status
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,10 @@ class EvaluatorActor:
         self.node_id = ray.get_runtime_context().get_node_id()
         gpus = ",".join(str(g) for g in ray.get_gpu_ids())
         self.label = f"{'gpu' + gpus if gpus else f'cpu{os.getpid()}'}@{self.node_id[:8]}"
-        self.root = Path(tempfile.mkdtemp(prefix="evk-actor-"))
+        # Everything the actor writes lives under this root, which goes on every exit path
+        # (evaluation/scratch.py): removed by shutdown(), swept by the next actor after a kill.
+        self.scratch = ScratchDir("actor")
+        self.root = self.scratch.path
         self.lock_dir = self.root / "gpulock"
         self.lock_dir.mkdir()
         # Shared by the node's actors and reused by later runs (see evaluation/pch.py).
@@ -124,7 +128,9 @@ class EvaluatorActor:
         for _attempt in range(2):
             server, launcher = self._launcher()
             try:
-                evaluation = run_sandboxed(request, timeout_s, launcher=launcher, build_jobs=self.build_jobs)
+                evaluation = run_sandboxed(
+                    request, timeout_s, launcher=launcher, build_jobs=self.build_jobs, scratch=self.root
+                )
             except LauncherError as exc:  # e.g. forkserver.RunnerLost
                 lost = str(exc)
                 with self._server_lock:
@@ -139,7 +145,9 @@ class EvaluatorActor:
         ).to_dict()
 
     def shutdown(self) -> None:
+        """Stop the fork-server (it kills its candidates' process groups) and remove the root."""
         with self._server_lock:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            self.scratch.close()

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from evokernel.config_schema import ExperimentConfig
+from evokernel.config.schema import ExperimentConfig
 from evokernel.exceptions import ConfigError
 
 

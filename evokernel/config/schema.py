@@ -1,7 +1,7 @@
 """The experiment config schema: one dataclass per section, read by omegaconf as a structured config.
 
 Every key a YAML file or a ``key=value`` override may set is a field here, so an unknown key is
-an error that names it (see :mod:`evokernel.config`). Defaults are the values a first run on a
+an error that names it (see :mod:`evokernel.config.loading`). Defaults are the values a first run on a
 laptop should use; the docstring of each section says what its numbers mean.
 """
 

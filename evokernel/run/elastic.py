@@ -3,7 +3,7 @@ size each time a slot is asked for.
 
 The engine keeps at most twice what the pool runs at once in flight (so the pool never idles and
 the queue never grows without bound). The pool's size changes when nodes join or leave
-(:mod:`evokernel.placement`), so the limit is read from the pool, not fixed at start: a run that
+(:mod:`evokernel.pool.placement`), so the limit is read from the pool, not fixed at start: a run that
 began on one node and gained three feeds all four. A shrunk limit lets work already in flight
 finish; only new entries wait.
 """
