@@ -45,7 +45,7 @@ from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
 from evokernel.pool.fair_queue import FairQueue
 from evokernel.pool.health import PoolStats
-from evokernel.pool.placement import ActorSet, Slot, additions, alive_nodes, pinned
+from evokernel.pool.placement import ActorSet, additions, alive_nodes, pinned
 from evokernel.types import Evaluation, Status, Task, source_hash
 
 __all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
@@ -56,8 +56,6 @@ MEMO_SIZE = 4096
 # Seconds an actor gets to stop its fork-server and remove its scratch root before it is killed.
 SHUTDOWN_GRACE_S = 10.0
 BASELINES_TENANT = "baselines"
-# With no actor alive, how often to look for a node that joined.
-NO_ACTOR_POLL_S = 1.0
 
 
 def init_ray(config: RayConfig) -> None:
@@ -143,9 +141,9 @@ class EvaluatorPool:
         capacity = planned * self.concurrency
         self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
         self.stats = PoolStats()
-        self.workers = ActorSet(self._new_actor, self.device, config.workers)
         self.size = self.capacity = 0
-        self._follow_nodes(force=True)
+        self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
+        self.workers.refresh(force=True)
         self.max_submitted = 0
         self._hardware: Hardware | None = None
         self._memo: OrderedDict[str, Evaluation] = OrderedDict()
@@ -167,12 +165,9 @@ class EvaluatorPool:
     def loads(self) -> list[int]:
         return [slot.load for slot in self.workers.slots]
 
-    def _follow_nodes(self, force: bool = False) -> None:
-        self.workers.refresh(force)
-        if self.size != len(self.workers.slots):  # a node came or went, or an actor died
-            self.size = len(self.workers.slots)
-            self.capacity = self.size * self.concurrency
-            self.queue.resize(self.capacity)
+    def _resized(self, actors: int) -> None:  # a node came or went, or an actor died
+        self.size, self.capacity = actors, actors * self.concurrency
+        self.queue.resize(self.capacity)
 
     def _new_actor(self, node_id: str) -> Any:
         actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class
@@ -192,7 +187,7 @@ class EvaluatorPool:
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
-            slot = await self._slot()
+            slot = await self.workers.slot("", self.config.timeout_s)
             if slot is None:
                 raise EvaluationError("no evaluator actor is alive to describe the hardware")
             self._hardware = Hardware(**await slot.actor.hardware.remote())
@@ -272,7 +267,7 @@ class EvaluatorPool:
         then ``crashed``. A retried evaluation says so in ``details["retried"]``."""
         last_error, lost_node = "", ""
         for _attempt in range(2):
-            slot = await self._slot(avoid=lost_node)
+            slot = await self.workers.slot(lost_node, self.config.timeout_s)
             if slot is None:
                 reason = f"no evaluator actor alive for {self.config.timeout_s:.0f} s"
                 return Evaluation(status=Status.CRASHED, stage="pool", reason=reason)
@@ -283,12 +278,12 @@ class EvaluatorPool:
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error, lost_node = f"evaluator actor died: {type(exc).__name__}", slot.node_id
                 self.workers.drop(slot, reason=last_error)
-                self._follow_nodes(force=True)
+                self.workers.refresh(force=True)  # its replacement, if its node is still there
                 continue
             finally:
                 slot.load -= 1
             slot.answered = True
-            self._follow_nodes()
+            self.workers.refresh()
             evaluation = Evaluation.from_dict(data)
             if last_error:
                 retried = {"after": last_error, "lost_node": lost_node}
@@ -296,16 +291,6 @@ class EvaluatorPool:
                 evaluation = dataclasses.replace(evaluation, details=details)
             return evaluation
         return Evaluation(status=Status.CRASHED, stage="pool", reason=f"{last_error} (twice)")
-
-    async def _slot(self, avoid: str = "") -> Slot | None:
-        """An actor to submit to; with none alive (every node lost), wait for a node to join, up to
-        the evaluation timeout."""
-        self._follow_nodes()
-        deadline = time.monotonic() + self.config.timeout_s
-        while (slot := self.workers.pick(avoid)) is None and time.monotonic() < deadline:
-            await asyncio.sleep(NO_ACTOR_POLL_S)
-            self._follow_nodes(force=True)
-        return slot
 
     # ---- baselines --------------------------------------------------------------------------------
     async def prepare(self, tasks: list[Task]) -> None:

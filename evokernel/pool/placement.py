@@ -20,6 +20,7 @@ evaluation's time, which is what matters for minute-long cluster runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 REFRESH_S = 2.0
 # Actors per CPU-only node under the automatic size (the interpreter is CPU-bound: more only contend).
 CPU_ACTORS_PER_NODE = 2
+# With no actor alive, how often to look for a node that joined.
+NO_ACTOR_POLL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,14 @@ class Slot:
 
 
 class ActorSet:
-    """The pool's actors. ``start(node_id)`` creates an actor pinned to that node."""
+    """The pool's actors. ``start(node_id)`` creates an actor pinned to that node; ``resized(n)``
+    hears of every change in the number of actors (the pool sizes its admission queue by it)."""
 
-    def __init__(self, start: Callable[[str], Any], device: str, workers: int) -> None:
+    def __init__(
+        self, start: Callable[[str], Any], device: str, workers: int, resized: Callable[[int], None]
+    ) -> None:
         self._start = start
+        self._resized = resized
         self.device = device
         self.workers = workers
         self.slots: list[Slot] = []
@@ -126,7 +133,19 @@ class ActorSet:
             self.added_later += len(started)
             log.warning("started %d evaluator actor(s) on node(s) %s", len(started), _short(started))
         self._refreshed_once = True
+        if started:
+            self._resized(len(self.slots))
         return bool(gone or started)
+
+    async def slot(self, avoid: str, timeout_s: float) -> Slot | None:
+        """An actor to submit to (:meth:`pick`); with none alive (every node lost), wait up to
+        ``timeout_s`` for a node to join."""
+        self.refresh()
+        deadline = time.monotonic() + timeout_s
+        while (slot := self.pick(avoid)) is None and time.monotonic() < deadline:
+            await asyncio.sleep(NO_ACTOR_POLL_S)
+            self.refresh(force=True)
+        return slot
 
     def pick(self, avoid: str = "") -> Slot | None:
         """The least-loaded actor; with ``avoid`` (a node that just lost an actor), one elsewhere
@@ -145,6 +164,7 @@ class ActorSet:
             return False
         self.slots.remove(slot)
         self.lost += 1
+        self._resized(len(self.slots))
         log.warning("evaluator actor on node %s lost: %s", _short([slot.node_id]), reason)
         try:
             ray.kill(slot.actor, no_restart=True)
