@@ -47,13 +47,15 @@ class NodeRoom:
 
 
 def alive_nodes(device: str) -> list[NodeRoom]:
-    """The cluster's alive nodes, in Ray's order (the head first on a ``Cluster``), with room."""
-    key = "GPU" if device == "cuda" else "CPU"
-    return [
-        NodeRoom(node["NodeID"], int(node.get("Resources", {}).get(key, 0)))
-        for node in ray.nodes()
-        if node.get("Alive")
-    ]
+    """The cluster's alive nodes, in Ray's order (the head first on a ``Cluster``), with room:
+    an actor takes one CPU, and on cuda one GPU too."""
+    out = []
+    for node in ray.nodes():
+        if node.get("Alive"):
+            resources = node.get("Resources", {})
+            cpus, gpus = int(resources.get("CPU", 0)), int(resources.get("GPU", 0))
+            out.append(NodeRoom(node["NodeID"], min(cpus, gpus) if device == "cuda" else cpus))
+    return out
 
 
 def additions(nodes: list[NodeRoom], device: str, workers: int, current: dict[str, int]) -> list[str]:
