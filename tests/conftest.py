@@ -27,6 +27,9 @@ from tests.support.pgserver import PostgresServer, PostgresStartError, PostgresU
 # scratch directory or process left behind and fails the session, naming them. Short and under
 # /tmp: Ray's unix sockets live below TMPDIR and their paths must stay under 108 bytes.
 SUITE_TMP = Path(tempfile.mkdtemp(prefix="ekt-suite-", dir="/tmp"))
+# Traversable by others, as /tmp is: as root the PostgreSQL fixture runs its server as the
+# `postgres` account in a folder of its own below this one (tests/support/pgserver.py).
+SUITE_TMP.chmod(0o755)
 os.environ["TMPDIR"] = str(SUITE_TMP)
 tempfile.tempdir = None
 
