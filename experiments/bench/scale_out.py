@@ -34,9 +34,12 @@ CONFIG = Path(__file__).resolve().parents[1] / "scale_out.yaml"
 
 
 def per_actor(evaluations: list[Any], wall: float) -> dict[str, dict[str, float]]:
-    """Evaluations and timing-lock share of the wall time per actor (``gpu<id>@<node>``)."""
+    """Evaluations and timing-lock share of the wall time per actor (``gpu<id>@<node>``); copies
+    of a deduplicated evaluation (same source, evaluated once) are not counted."""
     out: dict[str, dict[str, float]] = {}
     for ev in evaluations:
+        if ev.details.get("deduplicated"):
+            continue
         entry = out.setdefault(str(ev.details.get("actor", "?")), {"evaluations": 0, "lock_s": 0.0})
         entry["evaluations"] += 1
         entry["lock_s"] += float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0))
