@@ -95,7 +95,7 @@ class EvaluatorActor:
         """The precompiled header's state (``off``, ``building``, ``ready``, ``failed``), after
         waiting up to ``wait_s`` for its build."""
         if self.headers is None:
-            return {"state": "off", "reason": "", "build_s": 0.0}
+            return {"state": "off", "reason": "", "build_s": 0.0, "built": []}
         return self.headers.wait(wait_s)
 
     def runner_pids(self) -> dict[str, int]:

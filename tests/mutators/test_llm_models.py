@@ -197,13 +197,14 @@ def test_per_model_limit_serialises_requests(llm_server: LLMServer) -> None:
     async def two(mutator: LLMMutator) -> list[MutationResult]:
         return list(await asyncio.gather(mutator.mutate(_request(0)), mutator.mutate(_request(1))))
 
-    for limit in (1, 0):
+    # Each reply is held until both requests are at the server, or for at most ``hold`` seconds:
+    # under a limit of 1 the second never arrives while the first is held, so each waits its 0.6 s;
+    # without a limit both are released when the second arrives, however slow the machine. The
+    # server's count of requests held at once is the evidence.
+    for limit, hold, held_at_once in ((1, 0.6, 1), (0, 4.0, 2)):
         llm_server.reset()
-        llm_server.push(Hang(0.6, then=Reply(GOOD)), Hang(0.6, then=Reply(GOOD)))
+        gate = Hang(hold, then=Reply(GOOD), until_in_flight=2)
+        llm_server.push(gate, gate)
         mutator = _ensemble(llm_server, "weighted", ModelConfig("openai/solo", max_concurrent=limit))
         assert all(r.ok for r in asyncio.run(two(mutator)))
-        first, second = (r.received_at for r in llm_server.completions)
-        if limit == 1:
-            assert second - first >= 0.55  # the second waited for the first reply
-        else:
-            assert second - first < 0.3  # both in flight at once
+        assert len(llm_server.completions) == 2 and llm_server.max_in_flight == held_at_once, limit
