@@ -54,14 +54,30 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     verify.add_argument("--timeout", type=float, default=180.0, help="seconds before the candidate is killed")
+    verify.add_argument("--isolation", default="required", choices=["required", "best-effort"])
+
+    sub.add_parser("doctor", help="what this machine allows for isolating candidates")
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from evokernel.evaluation.isolation import doctor_report
+
+    text, ok = doctor_report()
+    print(text)
+    return 0 if ok else 1
 
 
 def _verify(args: argparse.Namespace) -> int:
     from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
-    evaluation = verify(args.task, args.candidate, args.device, EvaluationConfig(timeout_s=args.timeout))
+    evaluation = verify(
+        args.task,
+        args.candidate,
+        args.device,
+        EvaluationConfig(timeout_s=args.timeout, isolation=args.isolation),
+    )
     print(to_json(evaluation) if args.json else format_report(evaluation))
     return 0 if evaluation.ok else 1
 
@@ -160,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _run,
         "runs": _runs,
         "verify": _verify,
+        "doctor": _doctor,
         "sweep": sweep_command.main,
         "report": report_command.main,
         "export": export_command.export,

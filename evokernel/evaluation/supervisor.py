@@ -54,6 +54,7 @@ class Supervisor:
         self.worker_status: int | None = None
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
+        self.isolation: dict[str, Any] = {}
 
     @property
     def deadline(self) -> float:
@@ -154,7 +155,7 @@ class Supervisor:
             stage=failure.stage,
             reason=failure.reason,
             feedback=failure.feedback,
-            details={"stages": self.stages, "checks": self.checks},
+            details={"stages": self.stages, "checks": self.checks, "isolation": self.isolation},
         )
 
     def reject(self, rule: str, reason: str) -> StageFailure:
@@ -187,6 +188,7 @@ class Supervisor:
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
         header, _ = self.ask({"op": "build"}, self._init_device)
         self.check_facts({**header, "launches": 1}, "import")
+        self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
         self.passed(inline_build_note(header.get("inline_builds")))
 
         self.enter("correctness")
@@ -359,6 +361,7 @@ class Supervisor:
                 "stages": self.stages,
                 "checks": self.checks,
                 "outputs_via": self.outputs_via(),
+                "isolation": self.isolation,
                 "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
             },
         )

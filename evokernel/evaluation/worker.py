@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, guards, inline_builds, integrity
+from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation
 from evokernel.evaluation.feedback import trim_traceback
 from evokernel.evaluation.loading import (
     bitwise_equal,
@@ -61,13 +61,14 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         for fd in close_fds:
             os.close(fd)
         guards.die_with_parent()
+        confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
         )
         guards.refuse_network()
         integrity.install_launch_hooks()
         inline_builds.install(request.get("torch_pch"))
-        _Worker(sock, request, workdir).loop()
+        _Worker(sock, request, workdir, confined).loop()
     except channel.ChannelError:
         code = 3  # the supervisor went away; nothing to report to
     except BaseException:  # noqa: BLE001 - the harness side of the worker failed: say why, then exit
@@ -78,9 +79,15 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         os._exit(code)
 
 
+def _pch(request: dict[str, Any]) -> list[str]:
+    return [str(request["torch_pch"])] if request.get("torch_pch") else []
+
+
 class _Worker:
-    def __init__(self, sock: socket.socket, request: dict[str, Any], workdir: Path) -> None:
-        self.sock, self.workdir = sock, workdir
+    def __init__(
+        self, sock: socket.socket, request: dict[str, Any], workdir: Path, confined: dict[str, Any]
+    ) -> None:
+        self.sock, self.workdir, self.confined = sock, workdir, confined
         self.device = torch.device(request["device"])
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -136,7 +143,12 @@ class _Worker:
             # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
             torch.empty(1, device=self.device)
         changed = integrity.changed_harness(self.snapshot)
-        return {"ok": True, "changed_harness": changed, "inline_builds": dict(inline_builds.counts)}, b""
+        return {
+            "ok": True,
+            "changed_harness": changed,
+            "inline_builds": dict(inline_builds.counts),
+            "isolation": self.confined,
+        }, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         self.task = load_module(
