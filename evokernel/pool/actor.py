@@ -146,7 +146,14 @@ class EvaluatorActor:
                         server.close()  # it answers no more; the next _launcher() replaces it
                 continue
             where = {"node": self.node_id, "actor": self.label}
-            details = {**evaluation.details, "runner_restarts": self.runner_restarts, **where}
+            # "runner": forked from the warm fork-server, or a new interpreter (the cold path).
+            runner = "forkserver" if server is not None else "cold"
+            details = {
+                **evaluation.details,
+                "runner": runner,
+                "runner_restarts": self.runner_restarts,
+                **where,
+            }
             return {**evaluation.to_dict(), "details": details}
         return Evaluation(
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"
