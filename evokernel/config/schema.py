@@ -129,7 +129,8 @@ class EvaluationConfig:
     compile_baseline: str = "auto"
     # Host memory (RLIMIT_DATA) of the candidate process in MiB: 0 = 8 GiB on cpu, none on cuda; -1 none.
     host_memory_mb: int = 0
-    # Evaluator actors; 0 means one per GPU, or on CPU-only clusters min(2, CPUs).
+    # Evaluator actors; 0: one per GPU of each node (min(2, CPUs) per CPU-only node), following
+    # nodes that join or leave; N: N actors (GPUs) spread over the nodes.
     workers: int = 0
     # Candidates in flight per actor (0: on a GPU one per 2 CPUs of the actor, at most 8; 1 on a
     # CPU). Builds and correctness checks

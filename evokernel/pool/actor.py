@@ -61,6 +61,10 @@ class EvaluatorActor:
         self.isolation = isolation.check(isolation_mode)
         self.device = device
         self.build_jobs = build_jobs
+        # Recorded with every evaluation: which node, and which GPU (or CPU actor) of it, evaluated it.
+        self.node_id = ray.get_runtime_context().get_node_id()
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
+        self.label = f"{'gpu' + gpus if gpus else f'cpu{os.getpid()}'}@{self.node_id[:8]}"
         # Everything the actor writes lives under this root, which goes on every exit path
         # (evaluation/scratch.py): removed by shutdown(), swept by the next actor after a kill.
         self.scratch = ScratchDir("actor")
@@ -141,7 +145,15 @@ class EvaluatorActor:
                     if server is not None and self._server is server and server.alive():
                         server.close()  # it answers no more; the next _launcher() replaces it
                 continue
-            details = {**evaluation.details, "runner_restarts": self.runner_restarts}
+            where = {"node": self.node_id, "actor": self.label}
+            # "runner": forked from the warm fork-server, or a new interpreter (the cold path).
+            runner = "forkserver" if server is not None else "cold"
+            details = {
+                **evaluation.details,
+                "runner": runner,
+                "runner_restarts": self.runner_restarts,
+                **where,
+            }
             return {**evaluation.to_dict(), "details": details}
         return Evaluation(
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"

@@ -15,8 +15,10 @@ In front of the actors:
   (crashes and timeouts are not remembered). Either copy says ``details["deduplicated"]``.
 * **Baselines** (:mod:`evokernel.pool.baseline_cache`): a task's eager and ``torch.compile`` baselines
   are measured once, by a request of their own before its first candidate, and cached.
-* **Faults**: an actor that dies (node lost, killed) is replaced, and every candidate it had in
-  flight is retried once on the least-loaded actor, then ``crashed`` with the reason.
+* **Faults**: an actor that dies (node lost, killed) is dropped, and every candidate it had in
+  flight is retried once on the least-loaded actor elsewhere, then ``crashed`` with the reason.
+* **Nodes** (:mod:`evokernel.pool.placement`): actors are pinned to the nodes in Ray's node table and
+  follow it: a lost node's actors are replaced where there is room, a node that joins gets actors.
 
 Each evaluation's ``details["stages"]`` starts with ``queue`` (waiting here and for the GPU lock)
 and ``start`` (launch until the supervisor runs) before the verifier's own stages.
@@ -43,6 +45,7 @@ from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
 from evokernel.pool.fair_queue import FairQueue
 from evokernel.pool.health import PoolStats
+from evokernel.pool.placement import ActorSet, additions, alive_nodes, pinned
 from evokernel.types import Evaluation, Status, Task, source_hash
 
 __all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
@@ -123,21 +126,24 @@ class EvaluatorPool:
                 "evaluation.concurrency_per_worker and evaluation.max_queue must be >= 0 (0: automatic)"
             )
         cpus = int(resources.get("CPU", 1))
-        default_workers = self.gpus if self.device == "cuda" else max(1, min(2, cpus))
-        self.size = config.workers or default_workers
-        automatic = default_concurrency(self.device, cpus // self.size)
+        planned = len(additions(alive_nodes(self.device), self.device, config.workers, {}))
+        if planned == 0:
+            raise EvaluationError(f"no node of the Ray cluster has a free {self.device} for an evaluator")
+        if config.workers > planned:
+            log.warning("evaluation.workers=%d but the cluster has room for %d", config.workers, planned)
+        automatic = default_concurrency(self.device, cpus // planned)
         self.concurrency = config.concurrency_per_worker or automatic
-        self.capacity = self.size * self.concurrency
         # A load_inline build gets the actor's share of the CPUs, split among its candidates.
-        self.build_jobs = max(1, cpus // self.size // self.concurrency)
+        self.build_jobs = max(1, cpus // planned // self.concurrency)
         self.scale = (
             config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
         )
-        self.queue = FairQueue(self.capacity, config.max_queue or 4 * self.capacity)
+        capacity = planned * self.concurrency
+        self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
         self.stats = PoolStats()
-        # Actor handles and the requests each has in flight (read them; the pool changes them).
-        self.actors = [self._new_actor() for _ in range(self.size)]
-        self.loads = [0] * self.size
+        self.size = self.capacity = 0
+        self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
+        self.workers.refresh(force=True)
         self.max_submitted = 0
         self._hardware: Hardware | None = None
         self._memo: OrderedDict[str, Evaluation] = OrderedDict()
@@ -150,10 +156,28 @@ class EvaluatorPool:
             measure=self._measure_baselines,
         )
 
-    def _new_actor(self) -> Any:
+    # Actor handles, the requests each has in flight, its size: read them; the pool changes them.
+    @property
+    def actors(self) -> list[Any]:
+        return [slot.actor for slot in self.workers.slots]
+
+    @property
+    def loads(self) -> list[int]:
+        return [slot.load for slot in self.workers.slots]
+
+    def _resized(self, actors: int) -> None:  # a node came or went, or an actor died
+        self.size, self.capacity = actors, actors * self.concurrency
+        self.queue.resize(self.capacity)
+
+    def _new_actor(self, node_id: str) -> Any:
         actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class
         # +2 threads: hardware() and diagnostics are answered while evaluations run.
-        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_concurrency": self.concurrency + 2}
+        options: dict[str, Any] = {
+            "num_cpus": 1,
+            "max_restarts": 0,
+            "max_concurrency": self.concurrency + 2,
+            **pinned(node_id),
+        }
         if self.device == "cuda":
             options["num_gpus"] = 1
         # The precompiled header pays off for CUDA load_inline builds; on a CPU node it would cost
@@ -165,7 +189,10 @@ class EvaluatorPool:
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
-            self._hardware = Hardware(**await self.actors[0].hardware.remote())
+            slot = await self.workers.slot("", self.config.timeout_s)
+            if slot is None:
+                raise EvaluationError("no evaluator actor is alive to describe the hardware")
+            self._hardware = Hardware(**await slot.actor.hardware.remote())
         return self._hardware
 
     def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -237,25 +264,34 @@ class EvaluatorPool:
         return evaluation
 
     async def _submit(self, request: dict[str, Any]) -> Evaluation:
-        """On the least-loaded actor; an actor that dies is replaced and the request retried once
-        on the least-loaded one (every request it had in flight does the same), then ``crashed``."""
-        last_error = ""
+        """On the least-loaded actor; when an actor dies (its node lost, or killed) every request it
+        had in flight is retried once on the least-loaded actor of another node if there is one,
+        then ``crashed``. A retried evaluation says so in ``details["retried"]``."""
+        last_error, lost_node = "", ""
         for _attempt in range(2):
-            index = min(range(self.size), key=self.loads.__getitem__)
-            actor = self.actors[index]
-            self.loads[index] += 1
+            slot = await self.workers.slot(lost_node, self.config.timeout_s)
+            if slot is None:
+                reason = f"no evaluator actor alive for {self.config.timeout_s:.0f} s"
+                return Evaluation(status=Status.CRASHED, stage="pool", reason=reason)
+            slot.load += 1
             self.max_submitted = max(self.max_submitted, sum(self.loads))
             try:
-                data = await actor.evaluate.remote(request, self.config.timeout_s)
-                return Evaluation.from_dict(data)
+                data = await slot.actor.evaluate.remote(request, self.config.timeout_s)
             except (RayActorError, WorkerCrashedError) as exc:
-                last_error = f"evaluator actor died: {type(exc).__name__}"
-                if self.actors[index] is actor:
-                    log.warning("%s; replacing it", last_error)
-                    self.actors[index] = self._new_actor()
-                    self.stats.replacements += 1
+                last_error, lost_node = f"evaluator actor died: {type(exc).__name__}", slot.node_id
+                self.workers.drop(slot, reason=last_error)
+                self.workers.refresh(force=True)  # its replacement, if its node is still there
+                continue
             finally:
-                self.loads[index] -= 1
+                slot.load -= 1
+            slot.answered = True
+            self.workers.refresh()
+            evaluation = Evaluation.from_dict(data)
+            if last_error:
+                retried = {"after": last_error, "lost_node": lost_node}
+                details = {**evaluation.details, "retried": retried}
+                evaluation = dataclasses.replace(evaluation, details=details)
+            return evaluation
         return Evaluation(status=Status.CRASHED, stage="pool", reason=f"{last_error} (twice)")
 
     # ---- baselines --------------------------------------------------------------------------------
@@ -286,6 +322,10 @@ class EvaluatorPool:
             "device": self.device,
             "gpus": self.gpus,
             "workers": self.size,
+            "nodes": len(self.workers.nodes()),
+            # Actors lost (their node left, or they died) and actors started on nodes that joined.
+            "replacements": self.workers.lost,
+            "actors_added": self.workers.added_later,
             "concurrency_per_worker": self.concurrency,
             "capacity": self.capacity,
             "in_flight": self.queue.in_flight,
@@ -305,9 +345,7 @@ class EvaluatorPool:
             _done, pending = ray.wait(stops, num_returns=len(stops), timeout=SHUTDOWN_GRACE_S)
             if pending:
                 log.warning("%d evaluator actors did not stop in %.0f s", len(pending), SHUTDOWN_GRACE_S)
-        for actor in self.actors:
-            ray.kill(actor)
-        self.actors = []
+        self.workers.kill_all()
 
     async def __aenter__(self) -> EvaluatorPool:
         return self

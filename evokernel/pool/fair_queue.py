@@ -65,6 +65,11 @@ class FairQueue:
                 self._wake_overflow()
             raise
 
+    def resize(self, capacity: int) -> None:
+        """Follow the pool's size as nodes come and go (at least 1: requests then wait for an actor)."""
+        self.capacity = max(1, capacity)
+        self._dispatch()
+
     def release(self) -> None:
         self.in_flight -= 1
         self._dispatch()

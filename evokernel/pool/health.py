@@ -21,7 +21,6 @@ class PoolStats:
     def __init__(self) -> None:
         self.completed = 0
         self.deduplicated = 0
-        self.replacements = 0
         self._finished_at: deque[float] = deque()
         self._stage_sum = dict.fromkeys(BREAKDOWN, 0.0)
         self._stage_count = dict.fromkeys(BREAKDOWN, 0)
@@ -51,7 +50,6 @@ class PoolStats:
             "per_min": self.per_minute(),
             "stage_mean_s": means,
             "deduplicated": self.deduplicated,
-            "replacements": self.replacements,
         }
 
 
@@ -70,8 +68,12 @@ def health_line(health: dict[str, Any]) -> str:
     means = health.get("stage_mean_s", {})
     stages = " ".join(f"{s} {means[s]:.2g}s" for s in BREAKDOWN if means.get(s) is not None)
     extra = []
+    if health.get("nodes", 1) > 1:
+        extra.append(f"{health['nodes']} nodes")
+    if health.get("actors_added"):
+        extra.append(f"{health['actors_added']} actor(s) on joining nodes")
     if health.get("replacements"):
-        extra.append(f"{health['replacements']} actor(s) replaced")
+        extra.append(f"{health['replacements']} actor(s) lost")
     if health.get("deduplicated"):
         extra.append(f"{health['deduplicated']} deduplicated")
     return (

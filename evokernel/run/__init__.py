@@ -6,7 +6,8 @@ Leaves: rows in the solution library (proposals, LLM calls, candidates, evaluati
 events) and a :class:`RunSummary`.
 Inside: :mod:`.runner` wires the parts; :mod:`.engine` is the only place that sequences work
 (asks the strategy, keeps budgets via :mod:`.budget`, resumes); :mod:`.job` runs one proposal
-(mutate, record, evaluate, tell); :mod:`.progress` prints what happens.
+(mutate, record, evaluate, tell); :mod:`.elastic` keeps the evaluations in flight in step with
+the pool's size; :mod:`.progress` prints what happens.
 Plug-in points: the strategy (:mod:`evokernel.strategies`, which reads the run through a
 read-only :class:`~evokernel.strategies.view.RunView`) and the mutators (:mod:`evokernel.mutators`).
 

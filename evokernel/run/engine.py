@@ -38,6 +38,7 @@ from evokernel.exceptions import PluginError
 from evokernel.mutators.base import Mutator
 from evokernel.plugins import resolve
 from evokernel.run.budget import RunBudget, Verdict, llm_calls_per_job
+from evokernel.run.elastic import ElasticLimit
 from evokernel.run.job import SEED_FILE, Evaluator, HardwareInfo, ProposalWork, TaskProgress
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
@@ -75,9 +76,11 @@ class Engine(ProposalWork):
         if self.ideas_mutator is not None:
             ops.add(IDEAS)
         self.operators = frozenset(ops)
-        # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles.
-        capacity = int(getattr(pool, "capacity", pool.size))
-        self._eval_limit = asyncio.Semaphore(config.concurrency.evaluations or 2 * capacity)
+        # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles;
+        # read at each entry, as the pool grows and shrinks with the cluster's nodes.
+        self._eval_limit = ElasticLimit(
+            lambda: config.concurrency.evaluations or 2 * int(getattr(pool, "capacity", pool.size))
+        )
         self._llm_limit = asyncio.Semaphore(max(1, config.concurrency.llm))
         self._hardware = ""
         per_job = llm_calls_per_job(mutators, default=config.mutators.llm.max_retries + 1)

@@ -21,6 +21,7 @@ from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
+from evokernel.run.elastic import ElasticLimit
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
@@ -108,7 +109,7 @@ class ProposalWork:
     mutators: dict[str, Mutator]
     ideas_mutator: Mutator | None
     budget: RunBudget
-    _eval_limit: asyncio.Semaphore
+    _eval_limit: ElasticLimit
     _llm_limit: asyncio.Semaphore
     _released: asyncio.Event
     _hardware: str

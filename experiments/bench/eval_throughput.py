@@ -116,19 +116,40 @@ async def through_pool(pool: Any, items: list[tuple[Any, str]], gpus: int) -> di
         evaluations = await asyncio.gather(*(one(i, t, s) for i, (t, s) in enumerate(items)))
         wall = time.monotonic() - start
     exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
+    per_gpu = per_actor(evaluations, wall)
     early = sum(int((ev.details.get("gpu_lock") or {}).get("released_early", 0)) for ev in evaluations)
     assert not any(ev.details.get("deduplicated") for ev in evaluations), "a candidate was deduplicated"
     return {
         "candidates": len(items),
         "wall_s": round(wall, 2),
+        "per_min": round(len(items) / wall * 60, 2),
         "per_min_per_gpu": round(len(items) / wall * 60 / gpus, 2),
         "statuses": statuses(evaluations),
         "stage_mean_s": breakdown(evaluations),
         "timing_lock_busy": round(exclusive / (wall * gpus), 3),
+        # Per actor (one per GPU; labelled gpu<id>@<node>): candidates and timing-lock share of the wall.
+        "per_gpu": per_gpu,
         "lock_released_early": early,
         "nvml_utilization": nvml.mean(),
         "_evaluations": evaluations,
         "_done_at": done_at,
+    }
+
+
+def per_actor(evaluations: list[Any], wall: float) -> dict[str, dict[str, float]]:
+    """Candidates, candidates/min and timing-lock share of the wall time per actor (GPU)."""
+    out: dict[str, dict[str, float]] = {}
+    for ev in evaluations:
+        entry = out.setdefault(str(ev.details.get("actor", "?")), {"candidates": 0, "lock_s": 0.0})
+        entry["candidates"] += 1
+        entry["lock_s"] += float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0))
+    return {
+        label: {
+            "candidates": e["candidates"],
+            "per_min": round(e["candidates"] / wall * 60, 2),
+            "timing_lock_busy": round(e["lock_s"] / wall, 3),
+        }
+        for label, e in sorted(out.items())
     }
 
 
@@ -290,6 +311,7 @@ def main() -> None:
             )
             print(f"  pool stage means (s): {pooled['stage_mean_s']}")
             print(f"  sequential stage means (s): {seq['stage_mean_s']}")
+            print(f"  per GPU: {pooled['per_gpu']}")
             print(
                 f"  timing lock held {pooled['timing_lock_busy']:.0%} of the wall time (NVML utilization "
                 f"{pooled['nvml_utilization']}); early lock releases {pooled['lock_released_early']}"

@@ -95,7 +95,7 @@ def test_warm_evaluations_overlap_on_each_actor(pool: EvaluatorPool, axpy_task: 
         seconds = stages(ev)
         assert list(seconds)[:3] == ["queue", "start", "static"]
         # Forked from a warm server, not a new interpreter (which takes seconds to import torch).
-        assert seconds["start"] < 1.0, seconds
+        assert ev.details["runner"] == "forkserver", ev.details
         assert ev.details["gpu_lock"]["exclusive_s"] > 0  # timing ran under the exclusive lock
     health = pool.health()
     assert health["completed"] == before + 6
@@ -326,7 +326,7 @@ def test_warm_runners_on_a_gpu_keep_faults_to_their_candidate(local_ray: None, a
         assert [e.status for e in evs[2:]] == [Status.CORRECT] * 4, [e.reason for e in evs[2:]]
         after = gather(gpu_pool, axpy_task, [variant(axpy_task, f"after the faults {i}") for i in range(4)])
         assert [e.status for e in after] == [Status.CORRECT] * 4, [e.reason for e in after]
-        assert all(stages(e)["start"] < 1.0 for e in after)
+        assert all(e.details["runner"] == "forkserver" for e in after)
         server = ray.get(gpu_pool.actors[0].runner_pids.remote())["forkserver"]
         if shutil.which("nvidia-smi"):
             query = ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]
