@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -167,10 +168,37 @@ def machine_paths() -> tuple[list[Path], list[Path]]:
     for name in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(name):
             read.append(Path(os.environ[name]))
+    read += toolchain_prefixes(cwd)
     read += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
     devices = [Path(p) for p in DEVICE_FILES]
     devices += sorted(Path("/dev").glob("nvidia*"))
     return list(dict.fromkeys(read)), list(dict.fromkeys(devices))
+
+
+# What a `load_inline` build runs: torch asks for $CXX (else c++), nvcc and ninja, and the
+# compiler drivers call their own cc1plus, as and ld from the same installation.
+BUILD_TOOLS = ("c++", "g++", "gcc", "cc", "nvcc", "ninja", "ld", "as")
+
+
+def toolchain_prefixes(cwd: Path) -> list[Path]:
+    """The installations of the build tools on PATH, read and executed by candidates' builds: a
+    compiler outside /usr (the GPU image's /opt/gcc/bin/g++) needs its whole prefix (bin/, lib/,
+    libexec/); a toolchain under a home directory (~/miniconda3, ~/.local) is opened, the home
+    itself never. Neither is / nor the current directory or any folder that holds it."""
+    home = Path.home().resolve()
+    names = [*BUILD_TOOLS, *(os.environ[v].split()[0] for v in ("CXX", "CC") if os.environ.get(v))]
+    found: list[Path] = []
+    for name in names:
+        where = shutil.which(name)
+        if where is None:
+            continue
+        for tool in {Path(where), Path(where).resolve()}:  # a symlink's own dir and its target's
+            prefix = tool.parent.parent if tool.parent.name == "bin" else tool.parent
+            if cwd.is_relative_to(prefix) or home.is_relative_to(prefix):
+                prefix = tool.parent  # a prefix that holds the checkout or a home: its bin/ alone
+            if not (cwd.is_relative_to(prefix) or home.is_relative_to(prefix)):
+                found.append(prefix)
+    return list(dict.fromkeys(found))
 
 
 def confine(mode: str, workdir: Path, extra_read: list[str]) -> dict[str, Any]:

@@ -200,3 +200,20 @@ def test_a_cuda_extension_is_confined_and_its_outputs_still_come_back(
     assert report["write_inside"] == 0
     assert report["read_parent_memory"] == errno.EPERM and report["open_parent_mem"] == errno.EACCES
     assert ev.details["isolation"]["filesystem"] and ev.details["isolation"]["seccomp"]
+
+
+def test_build_tools_outside_usr_are_readable_with_their_prefix_but_never_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The GPU image's compiler is /opt/gcc/bin/g++: without its prefix every CUDA build failed
+    # with "Permission denied" under confinement.
+    toolchain, checkout = tmp_path / "opt" / "gcc", tmp_path / "checkout"
+    for folder in (toolchain / "bin", checkout / "bin"):
+        folder.mkdir(parents=True)
+    for tool in (toolchain / "bin" / "g++", checkout / "bin" / "ninja"):
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{toolchain / 'bin'}:{checkout / 'bin'}:/usr/bin")
+    prefixes = isolation.toolchain_prefixes(checkout.resolve())
+    assert toolchain.resolve() in prefixes
+    assert checkout / "bin" in prefixes and checkout not in prefixes and tmp_path not in prefixes
