@@ -61,6 +61,11 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         for fd in close_fds:
             os.close(fd)
         guards.die_with_parent()
+        if request["device"] == "cuda" and request.get("isolation", "required") != "off":
+            # The driver's start-up (device files, the persistence daemon's socket, /proc and
+            # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on
+            # the H200 machine. Harness code only; no candidate code has run yet.
+            torch.empty(1, device="cuda")
         confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
