@@ -56,23 +56,63 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from evokernel.evaluation import channel
 
-_counts = {"triton": 0, "extension": 0, "interpreting": 0}
+_counts = {"triton": 0, "extension": 0, "graph": 0, "interpreting": 0, "failed": 0, "autotuning": 0}
+_last_failure = [""]
 
 
 def launches() -> int:
-    return _counts["triton"] + _counts["extension"]
+    """Launches that returned: a launch that raised (a build failure, a bad grid) is no kernel. A
+    CUDA graph replay counts the own launches its capture recorded (:func:`_graph_hooks`)."""
+    return _counts["triton"] + _counts["extension"] + _counts["graph"]
+
+
+def failed_launches() -> int:
+    """Launches that raised into the candidate's code. One that raised and a call that still
+    returned means the candidate caught it: its try/except fallback ran (rule ``fallback``).
+    Configs an autotuner tries and drops (out of resources) are the autotuner's own business."""
+    return _counts["failed"]
+
+
+def last_launch_failure() -> str:
+    return _last_failure[0]
 
 
 def _counted(fn: Callable[..., Any], kind: str, interpreted: bool = False) -> Callable[..., Any]:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs.get("warmup", False):
-            _counts[kind] += 1
         _counts["interpreting"] += interpreted
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            if not _counts["autotuning"]:
+                _counts["failed"] += 1
+                _last_failure[0] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
+            raise
         finally:
             _counts["interpreting"] -= interpreted
+        if not kwargs.get("warmup", False):
+            _counts[kind] += 1
+        return result
+
+    return run
+
+
+def _autotuning(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Around an autotuner's run: its benchmarking drops failing configs by catching their
+    errors, which is not the candidate's fallback; its own failure (every config failed) is."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        _counts["autotuning"] += 1
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if _counts["autotuning"] == 1:
+                _counts["failed"] += 1
+                _last_failure[0] = f"{type(exc).__name__} from an autotuner: {str(exc)[:200]}"
+            raise
+        finally:
+            _counts["autotuning"] -= 1
 
     return run
 
@@ -107,6 +147,14 @@ class ComputeOps(TorchDispatchMode):
         super().__init__()
         self.ops: Counter[str] = Counter()
 
+    def __enter__(self) -> ComputeOps:
+        _recorders.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        _recorders.remove(self)
+        super().__exit__(*exc)
+
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # Otherwise (torch >= 2.12) the mode wraps __torch_dispatch__ in torch._disable_dynamo, whose
@@ -120,6 +168,42 @@ class ComputeOps(TorchDispatchMode):
         if name:
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+# Active recorders, innermost last: a graph replay adds the ops its capture dispatched to them.
+_recorders: list[ComputeOps] = []
+
+
+def _graph_hooks() -> None:
+    """A CUDA graph replays kernels without a Python launch or an ATen dispatch, so what its capture
+    did is recorded on the graph (own launches, ATen compute ops) and replayed into the counts: a
+    graph of own kernels is an own kernel, a graph of the reference's ATen ops is a recompute."""
+    graphs = torch.cuda.graphs.CUDAGraph
+    begin, end, replay = graphs.capture_begin, graphs.capture_end, graphs.replay
+
+    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = ComputeOps()
+        self._evk_capture = (launches(), recorder)
+        result = begin(self, *args, **kwargs)
+        recorder.__enter__()
+        return result
+
+    def capture_end(self: Any) -> Any:
+        before, recorder = self._evk_capture
+        recorder.__exit__(None, None, None)
+        self._evk_launches, self._evk_ops = launches() - before, dict(recorder.ops)
+        return end(self)
+
+    def replay_counted(self: Any) -> Any:
+        result = replay(self)
+        _counts["graph"] += getattr(self, "_evk_launches", 0)
+        for recorder in _recorders:
+            recorder.ops.update(getattr(self, "_evk_ops", {}))
+        return result
+
+    graphs.capture_begin = functools.wraps(begin)(capture_begin)  # type: ignore[method-assign]
+    graphs.capture_end = functools.wraps(end)(capture_end)  # type: ignore[method-assign]
+    graphs.replay = functools.wraps(replay)(replay_counted)  # type: ignore[method-assign]
 
 
 def recomputed_reference(reference_ops: dict[str, int], candidate_ops: dict[str, int]) -> str | None:
@@ -145,9 +229,11 @@ class _CountedExtension:
 
 def install_launch_hooks() -> None:
     import torch.utils.cpp_extension as cpp_extension
-    from triton.runtime import jit
+    from triton.runtime import autotuner, jit
 
     jit.JITFunction.run = _counted(jit.JITFunction.run, "triton")
+    _graph_hooks()
+    autotuner.Autotuner.run = _autotuning(autotuner.Autotuner.run)
     try:
         from triton.runtime import interpreter
     except ImportError:  # an old Triton without the interpreter: only the compiled path exists
@@ -164,6 +250,48 @@ def install_launch_hooks() -> None:
             return _CountedExtension(result) if isinstance(result, ModuleType) else result
 
         setattr(cpp_extension, name, functools.wraps(original)(wrapped))
+
+
+def pool_streams(device: torch.device) -> list[torch.cuda.Stream]:
+    """Every stream of torch's per-device pool, at every priority. ``torch.cuda.Stream()`` (and
+    ``at::cuda::getStreamFromPool`` in an extension, and the capture stream of
+    ``torch.cuda.graph``) hands these out round robin, 32 per priority, so asking for 64 at each
+    priority and keeping the distinct ones finds them all."""
+    seen: dict[int, torch.cuda.Stream] = {}
+    # Out-of-range priorities map to the nearest valid one; torch has at most a few levels.
+    for priority in range(0, -9, -1):
+        for _ in range(64):
+            stream = torch.cuda.Stream(device, priority=priority)
+            seen.setdefault(int(stream.stream_id), stream)
+    return list(seen.values())
+
+
+# Work a call leaves on another stream may end this long after the call's own stream without being
+# counted (event recording jitter between streams is a few us; the timing stage's host-clock tail
+# check covers the rest, side_stream_work below).
+LEFT_RUNNING_SLACK_MS = 0.05
+
+
+def streams_left_running(streams: list[torch.cuda.Stream], own: torch.cuda.Stream) -> tuple[int, float]:
+    """Right after a call returns: how many of ``streams`` finished their work later than the call's
+    own stream did, and by how much at most (ms). That is the work a timer whose events sit on the
+    call's stream would not see. Joined work (``own.wait_stream(side)``) ends before the call's
+    stream does and is not counted, whatever ran on the side. Event clock, so no race with how fast
+    the host looks: an end event goes on the call's stream first, then one on every pool stream,
+    each with the host time since the first; an idle stream's event completes about that much
+    later, a busy one's only when its work is done."""
+    end = torch.cuda.Event(enable_timing=True)
+    end.record(own)
+    start = time.perf_counter()
+    marks = []
+    for stream in streams:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(stream)
+        marks.append((event, (time.perf_counter() - start) * 1e3))
+    torch.cuda.synchronize()
+    late = [end.elapsed_time(event) - host_ms for event, host_ms in marks]
+    over = [x for x in late if x > LEFT_RUNNING_SLACK_MS]
+    return len(over), round(max(over, default=0.0), 4)
 
 
 def harness_snapshot() -> dict[str, Any]:
@@ -188,6 +316,7 @@ def harness_snapshot() -> dict[str, Any]:
         "builtins.len": builtins.len,
         "threading.enumerate": threading.enumerate,
         "integrity.launches": launches,
+        "torch.cuda.CUDAGraph.replay": torch.cuda.graphs.CUDAGraph.replay,
         "integrity.ComputeOps": ComputeOps.__torch_dispatch__,
         # The worker's side of the output channel: a replaced share_cuda could hand the supervisor
         # a forged CUDA IPC handle, on which the driver may segfault (channel.py).

@@ -24,6 +24,7 @@ request, key and pipes, the wait, the group kill, the classification) is the sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -40,6 +41,7 @@ from typing import Any, Protocol
 
 from evokernel.evaluation import channel
 from evokernel.evaluation.feedback import tail
+from evokernel.evaluation.profiles import DEFAULT_PROFILE
 from evokernel.evaluation.static import check_source
 from evokernel.exceptions import EvaluationError
 from evokernel.types import Evaluation, Status
@@ -163,6 +165,14 @@ def run_sandboxed(
     """Evaluate ``request`` (see request.py) in a fresh process group; never raises for candidate
     faults. ``launcher`` starts the supervisor (default: a new interpreter, :func:`popen_launcher`);
     a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates."""
+    evaluation = _run_sandboxed(request, timeout_s, launcher, build_jobs)
+    # Every verdict says which contract reached it (evaluation/profiles.py), crashes included.
+    return dataclasses.replace(evaluation, profile=str(request.get("profile", DEFAULT_PROFILE)))
+
+
+def _run_sandboxed(
+    request: dict[str, Any], timeout_s: float, launcher: Launcher | None, build_jobs: int | None
+) -> Evaluation:
     start = time.perf_counter()
     rejected = static_stage(request, start)
     if rejected is not None:
