@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evokernel.evaluation import channel
-from evokernel.evaluation.feedback import tail
+from evokernel.evaluation.feedback import compiler_errors, tail
 from evokernel.evaluation.profiles import DEFAULT_PROFILE
 from evokernel.evaluation.static import check_source
 from evokernel.exceptions import EvaluationError
@@ -242,7 +242,13 @@ def classify(
     details = dict(evaluation.details)
     stages = [{"stage": "static", "status": "passed", "reason": "", "seconds": round(static_s, 4)}]
     details["stages"] = stages + list(details.get("stages", []))
-    feedback = evaluation.feedback
+    feedback, reason = evaluation.feedback, evaluation.reason
+    if evaluation.status is Status.COMPILE_ERROR and "build failed:" not in reason:
+        # A verbose build prints the compiler's output instead of putting it in the exception.
+        errors = compiler_errors(output)
+        if errors:
+            reason = f"{reason[:200]}: build failed: " + " | ".join(errors[:3])
+            feedback = "compiler errors:\n" + "\n".join(errors) + "\n" + feedback
     if output.strip():
         details["output_tail"] = tail(output, 2000)
         if evaluation.status is Status.CRASHED:
@@ -251,6 +257,7 @@ def classify(
         {
             **evaluation.to_dict(),
             "details": details,
+            "reason": reason,
             "feedback": feedback,
             "duration_s": time.perf_counter() - start,
         }

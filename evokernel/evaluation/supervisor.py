@@ -53,6 +53,8 @@ class Supervisor:
         # How the candidate got the reference's weights, per variant (loading.copy_reference_weights).
         self.weights: dict[str, list[int]] = {}
         self.entry_class = "ModelNew"
+        # load_inline builds that failed while the candidate was imported and that it caught.
+        self.failed_builds: list[str] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
         self.worker_status: int | None = None
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
@@ -168,6 +170,14 @@ class Supervisor:
             "weights": {how: variants for how, variants in self.weights.items() if how},
         }
 
+    def _fallback_note(self) -> str:
+        if not self.failed_builds:
+            return ""
+        return (
+            "; its load_inline build failed at import and the candidate caught it, so its PyTorch "
+            f"fallback ran: {' | '.join(self.failed_builds)}"
+        )[:700]
+
     def reject(self, rule: str, reason: str) -> StageFailure:
         return StageFailure(Status.REJECTED, "integrity", f"rule {rule}: {reason}")
 
@@ -188,9 +198,10 @@ class Supervisor:
         if facts.get("streams_left_running"):
             raise self.reject(
                 "side-stream",
-                f"{where}: work on {facts['streams_left_running']} other stream(s) ended up to "
-                f"{facts.get('left_running_ms', 0):.4g} ms after the call's own stream had finished: the "
-                "call forked work it did not join back, which a timer on its stream never sees",
+                f"{where}: work on {facts['streams_left_running']} other stream(s) was still running "
+                f"after the call's own stream had finished (the GPU stayed busy "
+                f"{facts.get('left_running_ms', 0):.4g} ms more): the call forked work it did not join "
+                "back, which a timer on its stream never sees",
             )
         if facts.get("failed_launches"):
             raise self.reject(
@@ -202,7 +213,7 @@ class Supervisor:
             raise self.reject(
                 "own-kernel",
                 f"{where}: the call launched no Triton or CUDA kernel of its own (computed with PyTorch "
-                "ops, called the reference, or returned a cached result)",
+                "ops, called the reference, or returned a cached result)" + self._fallback_note(),
             )
 
     def run(self) -> Evaluation:
@@ -212,6 +223,7 @@ class Supervisor:
         header, _ = self.ask({"op": "build"}, self._init_device)
         self.check_facts({**header, "launches": 1, "failed_launches": 0}, "import")
         self.entry_class = str(header.get("entry_class", "ModelNew"))
+        self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
         note = inline_build_note(header.get("inline_builds"))
         self.passed("; ".join(x for x in (note, f"evaluated class {self.entry_class}") if x))
 

@@ -148,6 +148,7 @@ class _Worker:
             "changed_harness": changed,
             "inline_builds": dict(inline_builds.counts),
             "entry_class": self.entry.__name__,
+            "failed_builds": list(integrity.failed_builds),
         }, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:

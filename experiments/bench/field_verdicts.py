@@ -80,17 +80,20 @@ def table(profile: str, rows: list[dict[str, Any]]) -> str:
 
 
 async def evaluate_all(
-    pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]]
+    pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]], stream: Path | None
 ) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+
     async def one(task_path: Path, sol: Path) -> dict[str, Any]:
         ev = await pool.evaluate(tasks[task_path], sol.read_text())
-        return {
+        row = {
             "solution": f"{sol.parent.name}/{sol.name}",
             "task": task_path.stem,
             "profile": ev.profile,
             "status": ev.status.value,
             "stage": ev.stage,
-            "reason": ev.reason[:600],
+            "reason": ev.reason[:1500],
+            "feedback": ev.feedback[:1500],
             "speedup_eager": ev.speedup_eager,
             "runtime_ms": ev.runtime_ms,
             "eager_ms": ev.eager_ms,
@@ -100,8 +103,27 @@ async def evaluate_all(
             "checks": ev.details.get("checks", [])[-3:],
             "duration_s": round(ev.duration_s, 2),
         }
+        done.append(row)
+        where = f"[{len(done)}/{len(pairs)}] {row['profile']} {row['solution']}"
+        print(f"{where}: {verdict_key(row)} ({row['duration_s']} s)", flush=True)
+        if stream is not None:
+            with stream.open("a") as f:  # every verdict kept as it comes, for a run cut short
+                f.write(json.dumps(row) + "\n")
+        return row
 
     return list(await asyncio.gather(*(one(t, s) for t, s in pairs)))
+
+
+def merge(files: list[Path]) -> None:
+    """The tables and the JSON line from verdict streams (one per profile, or runs cut short)."""
+    by_profile: dict[str, list[dict[str, Any]]] = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            by_profile.setdefault(row["profile"], []).append(row)
+    for profile, rows in by_profile.items():
+        print(table(profile, rows))
+    print(json.dumps({"profiles": {p: summarise(rows) for p, rows in by_profile.items()}}))
 
 
 def main() -> None:
@@ -115,8 +137,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=0)
     parser.add_argument("--compile-baseline", default="off", choices=["auto", "on", "off"])
     parser.add_argument("--limit", type=int, default=0, help="first N kernels only (a smoke run)")
+    parser.add_argument("--only", type=Path, help="a file listing the kernels to run, as folder/task_N.py")
     parser.add_argument("--details", type=Path, help="write every verdict here (JSON)")
+    parser.add_argument("--stream", type=Path, help="append each verdict here as it comes (JSON lines)")
+    parser.add_argument("--merge", type=Path, nargs="+", help="no run: tables and JSON from --stream files")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
 
     import torch
 
@@ -126,9 +154,13 @@ def main() -> None:
     from evokernel.tasks import load_task
 
     pairs = pair_files(args.tasks, args.solutions)
+    if args.only:
+        wanted = set(args.only.read_text().split())
+        pairs = [(t, s) for t, s in pairs if f"{s.parent.name}/{s.name}" in wanted]
     if args.limit:
         pairs = pairs[: args.limit]
     tasks = {t: load_task(t) for t, _ in pairs}
+    print(f"{len(pairs)} kernels over {len(tasks)} tasks", flush=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results: dict[str, Any] = {"device": device, "kernels": len(pairs), "profiles": {}}
     details: dict[str, Any] = {}
@@ -147,7 +179,7 @@ def main() -> None:
             if device == "cuda":
                 results["hardware"] = asyncio.run(pool.hardware()).describe()
             t0 = time.monotonic()
-            rows = asyncio.run(evaluate_all(pool, tasks, pairs))
+            rows = asyncio.run(evaluate_all(pool, tasks, pairs, args.stream))
             pool.shutdown()
             details[profile] = rows
             results["profiles"][profile] = {**summarise(rows), "wall_s": round(time.monotonic() - t0, 1)}

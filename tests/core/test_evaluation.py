@@ -248,6 +248,10 @@ def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidate
     assert recomputed_reference(dict(reference.ops), dict(mixed.ops)) is None
     why = recomputed_reference(dict(reference.ops), {**reference.ops, "mm": 1})
     assert why is not None and "addmm, gelu" in why
+    # A network's op called twice, the candidate's kernel doing one of the two: its kernel did work.
+    assert recomputed_reference({"relu": 2, "addmm": 1}, {"relu": 1, "addmm": 1}) is None
+    why = recomputed_reference({"relu": 2, "addmm": 1}, {"relu": 2, "addmm": 3})
+    assert why is not None and "relu x2" in why
     assert recomputed_reference({}, {"mm": 1}) is None  # nothing to recompute in a pure data move
 
 
