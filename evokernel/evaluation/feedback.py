@@ -25,10 +25,11 @@ def trim_traceback(exc: BaseException, limit: int = MAX_FEEDBACK_CHARS) -> str:
     return text
 
 
-# A compiler's diagnostic: gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", ptxas
-# "ptxas error   : ...", the linker's "undefined reference". Command lines and ninja's summary
-# ("FAILED:", "ninja: build stopped") quote flags, not the fault.
-_DIAGNOSTIC = re.compile(r"(\berror\s*:|ptxas (fatal|error)|undefined (reference|symbol))", re.I)
+# A compiler's diagnostic: gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", "nvcc
+# fatal   : Unsupported gpu architecture 'sm_70'", ptxas "ptxas error   : ...", the linker's
+# "undefined reference". Command lines and ninja's summary ("FAILED:", "ninja: build stopped")
+# quote flags, not the fault.
+_DIAGNOSTIC = re.compile(r"(\berror\s*:|\bfatal\s*:|ptxas (fatal|error)|undefined (reference|symbol))", re.I)
 _NOT_DIAGNOSTIC = re.compile(r"^(\[\d+/\d+\]|FAILED:|ninja: |subprocess\.CalledProcessError)")
 MAX_ERROR_LINES = 8
 

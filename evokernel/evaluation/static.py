@@ -185,7 +185,7 @@ def check_source(source: str) -> list[Violation]:
     modules = _imported_module_names(tree)
     # A top-level ``class Model`` is the candidate's own (a helper, or PIKE's name for the
     # optimized class); naming Model without defining it can only mean the task's.
-    own_model = any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in tree.body)
+    own_model = _defines_own_model(tree)
     for node in ast.walk(tree):
         found.extend(_check_node(node, modules, own_model))
     return sorted(set(found), key=lambda v: (v.line, v.rule, v.detail))
@@ -200,6 +200,21 @@ def _imported_module_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names)
     return names
+
+
+def _defines_own_model(tree: ast.Module) -> bool:
+    """``class Model`` at the top level, or ``Model = X`` there for a class X the file defines
+    (PIKE's files alias their optimized class: ``Model = ModelNew``)."""
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    if "Model" in classes:
+        return True
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "Model" for t in n.targets)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in classes
+        for n in tree.body
+    )
 
 
 def _root_name(node: ast.expr) -> str | None:

@@ -264,3 +264,30 @@ def test_the_median_error_estimate_is_not_inflated_by_a_few_outliers() -> None:
     expected = 1.2533 * statistics.stdev(clean) / 20 / statistics.median(clean)
     assert median_rse(clean) == pytest.approx(expected, rel=0.15)
     assert median_rse([1.0, 1.0, 1.0]) == float("inf")  # too few samples to say
+
+
+def test_a_failed_build_is_described_by_the_compiler_error_lines_not_the_command_line() -> None:
+    """The shapes seen on the PIKE corpus on an H200 (session 9): nvcc's own errors, a fatal
+    unsupported architecture, and the host compiler's; the nvcc command line is never quoted."""
+    from evokernel.evaluation.feedback import compiler_errors, failure_text
+
+    output = (
+        "Error building extension 'k': [1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -DTORCH_EXTENSION"
+        "_NAME=k -arch=sm_70 -c /tmp/evk-cand-x/torch_extensions/k/cuda.cu -o cuda.cuda.o\n"
+        "FAILED: cuda.cuda.o\n"
+        '/tmp/evk-cand-x/torch_extensions/k/cuda.cu(11): error: identifier "__fmaxf" is undefined'
+        " in device code\n"
+        "nvcc fatal   : Unsupported gpu architecture 'sm_70'\n"
+        "[2/3] /opt/gcc/bin/g++ -MMD -c /tmp/evk-cand-x/torch_extensions/k/main.cpp -o main.o\n"
+        "/tmp/evk-cand-x/torch_extensions/k/main.cpp:5:3: error: expected ';' before 'return'\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    assert compiler_errors(output) == [
+        'cuda.cu(11): error: identifier "__fmaxf" is undefined in device code',
+        "nvcc fatal   : Unsupported gpu architecture 'sm_70'",
+        "main.cpp:5:3: error: expected ';' before 'return'",
+    ]
+    reason, feedback = failure_text(RuntimeError(output), "import failed: ")
+    assert reason.startswith("import failed: RuntimeError: build failed: cuda.cu(11): error:")
+    assert "nvcc -MD" not in reason and "main.cpp:5:3" in feedback
+    assert compiler_errors("ValueError: shapes do not match") == []

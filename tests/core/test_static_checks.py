@@ -67,6 +67,10 @@ def test_what_is_decided_at_run_time_breaks_no_rule() -> None:
         "        torch.cuda.current_stream().wait_stream(s)\n        return y\n"
     )
     assert check_source(source) == []
+    alias = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\nModel = ModelNew\n"
+    assert check_source(alias) == []  # PIKE's files alias their optimized class
+    borrowed = "import torch\nModel = torch.nn.Module\nclass ModelNew(Model):\n    pass\n"
+    assert "reference-model" in {v.rule for v in check_source(borrowed)}
 
 
 def test_module_level_import_guard_is_allowed_and_every_rule_is_documented() -> None:
