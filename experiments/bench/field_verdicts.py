@@ -116,11 +116,14 @@ async def evaluate_all(
 
 def merge(files: list[Path]) -> None:
     """The tables and the JSON line from verdict streams (one per profile, or runs cut short)."""
-    by_profile: dict[str, list[dict[str, Any]]] = {}
+    latest: dict[tuple[str, str], dict[str, Any]] = {}  # a later file's verdict wins (a re-run)
     for path in files:
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            by_profile.setdefault(row["profile"], []).append(row)
+            latest[row["profile"], row["solution"]] = row
+    by_profile: dict[str, list[dict[str, Any]]] = {}
+    for (profile, _), row in latest.items():
+        by_profile.setdefault(profile, []).append(row)
     for profile, rows in by_profile.items():
         print(table(profile, rows))
     print(json.dumps({"profiles": {p: summarise(rows) for p, rows in by_profile.items()}}))
