@@ -67,7 +67,8 @@ def test_wrong_type_and_bad_values_are_errors() -> None:
         load_config(QUICKSTART, ["evaluation.device=tpu"])
     with pytest.raises(ConfigError, match=r"evaluation\.profile='kb'.*strict, kernelbench, kernelbench-v0"):
         load_config(QUICKSTART, ["evaluation.profile=kb"])
-    assert load_config(QUICKSTART, ["evaluation.profile=kernelbench-v0"]).evaluation.profile == "kernelbench-v0"
+    v0 = load_config(QUICKSTART, ["evaluation.profile=kernelbench-v0"])
+    assert v0.evaluation.profile == "kernelbench-v0"
     with pytest.raises(ConfigError, match="key=value"):
         load_config(QUICKSTART, ["budget.evaluations"])
 
