@@ -22,6 +22,8 @@ class PoolStats:
         self.completed = 0
         self.deduplicated = 0
         self.replacements = 0
+        # Evaluations the harness itself failed (out of GPU memory), run again alone.
+        self.harness_faults = 0
         self._finished_at: deque[float] = deque()
         self._stage_sum = dict.fromkeys(BREAKDOWN, 0.0)
         self._stage_count = dict.fromkeys(BREAKDOWN, 0)
@@ -52,6 +54,7 @@ class PoolStats:
             "stage_mean_s": means,
             "deduplicated": self.deduplicated,
             "replacements": self.replacements,
+            "harness_faults": self.harness_faults,
         }
 
 

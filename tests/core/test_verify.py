@@ -176,3 +176,15 @@ def test_verify_names_a_missing_candidate() -> None:
         timeout=60,
     )
     assert out.returncode == 2 and "cand.py" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_harness_running_out_of_memory_is_not_the_candidates_failure() -> None:
+    """The supervisor's own reference run raises OutOfMemoryError (as with eight candidates sharing
+    a GPU): crashed at stage harness, marked as a harness fault (the pool runs it again alone)."""
+    task = load_task(ROOT / "tests/fixtures/tasks/reference_oom.py")
+    seed = (ROOT / "tests/fixtures/tasks/axpy.seed.py").read_text()
+    request = build_request(task, seed, device="cpu", scale="small", timing=FAST)
+    ev = run_sandboxed(request, 120)
+    assert (ev.status.value, ev.stage) == ("crashed", "harness"), f"{ev.stage}: {ev.reason}"
+    assert ev.details["harness_fault"] == "out_of_memory"
+    assert "not the candidate's" in ev.reason and "20.00 GiB" in ev.reason
