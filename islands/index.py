@@ -16,8 +16,8 @@ from typing import overload
 
 from evokernel.db.index import AsOf, IndexSnapshot, IndexState, Ranked, light_scored
 from evokernel.islands.model import Member
+from evokernel.strategies.view import RunView
 from evokernel.types import Scored
-from evokernel.view import RunView
 
 
 def _member(r: Ranked) -> Member:

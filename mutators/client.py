@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from evokernel.config_schema import ModelConfig
+from evokernel.config.schema import ModelConfig
 from evokernel.mutators.prompting import clip
 from evokernel.types import LLMCall
 

@@ -17,7 +17,7 @@ import json
 import os
 from typing import ClassVar
 
-from evokernel.config_schema import LLMConfig, ModelConfig
+from evokernel.config.schema import LLMConfig, ModelConfig
 from evokernel.exceptions import ConfigError, MutationError
 from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator
 from evokernel.mutators.client import MAX_RECORD_CHARS, Attempt, ModelClient, Sampling

@@ -9,7 +9,7 @@ Lifecycle (one strategy object per task of a run, built again on resume):
    due now (migration, reset, reseed). It records them in one transaction; the strategy then sees
    them through the view, so it must return none once they are recorded.
 3. Whenever there is budget left, the engine calls :meth:`Strategy.propose` with a
-   :class:`~evokernel.view.RunView` and a ``capacity`` (evaluations the budget still allows). The
+   :class:`~evokernel.strategies.view.RunView` and a ``capacity`` (evaluations the budget still allows). The
    strategy returns at most ``capacity`` proposals (an ``ideas`` proposal makes no candidate and
    does not count). The engine records them all before any work starts, then runs them under its
    concurrency limits. Returning none while work is in flight means "wait for results"; returning
@@ -23,7 +23,7 @@ derivable from the library: that is what makes ``--resume`` exact. Randomness co
 ``view.rng(...)``, which depends only on the run seed, the task and the salt given. A strategy
 whose next generation depends only on finished generations (see :class:`GenerationalStrategy`)
 also makes the same choices whatever order evaluations finish in, so a seed reproduces a run
-given the same LLM replies and evaluations. ``evokernel.testing`` checks these rules for a class.
+given the same LLM replies and evaluations. ``evokernel.conformance`` checks these rules for a class.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 
 from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member, ranked
+from evokernel.strategies.view import RunView
 from evokernel.types import IslandEvent, Proposal, Scored
-from evokernel.view import RunView
 
 
 class Strategy(ABC):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from evokernel.strategies.view import RunView
 from evokernel.types import Proposal, Scored, Status
-from evokernel.view import RunView
 
 SEED_FILE = "seed_file"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from evokernel.exceptions import ConfigError
 from evokernel.strategies.base import GenerationalStrategy
 from evokernel.strategies.common import failed, initial_generation, mutation_operator
+from evokernel.strategies.view import RunView
 from evokernel.types import Proposal
-from evokernel.view import RunView
 
 
 class Greedy(GenerationalStrategy):

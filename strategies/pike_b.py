@@ -29,8 +29,8 @@ from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
+from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Proposal, Scored, Status
-from evokernel.view import IDEAS, RunView
 
 FIX = "fix"
 

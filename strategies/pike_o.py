@@ -38,11 +38,11 @@ from evokernel.islands.index import IslandIndex
 from evokernel.islands.migration import MigrationPolicy
 from evokernel.islands.model import RESEED, Member, ranked
 from evokernel.islands.reset import ResetPolicy
-from evokernel.registry import resolve
+from evokernel.plugins import resolve
 from evokernel.strategies.base import GenerationalStrategy
 from evokernel.strategies.common import initial_generation, mutation_operator
+from evokernel.strategies.view import RunView
 from evokernel.types import IslandEvent, Proposal, Scored
-from evokernel.view import RunView
 
 EXPLORATION, EXPLOITATION, RANDOM = "exploration", "exploitation", "random"
 

@@ -6,7 +6,7 @@ import ast
 from dataclasses import asdict
 from typing import Any
 
-from evokernel.config_schema import EvaluationConfig, TimingConfig
+from evokernel.config.schema import EvaluationConfig, TimingConfig
 from evokernel.evaluation.profiles import get_profile, profile_tolerance
 from evokernel.tasks import task_globals_overrides
 from evokernel.types import Task

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evokernel.config_schema import EvaluationConfig
+from evokernel.config.schema import EvaluationConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError

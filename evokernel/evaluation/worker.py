@@ -195,7 +195,9 @@ class _Worker:
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
-            raise CandidateFailure(status, *failure_text(exc, "")) from exc
+            reason, feedback = failure_text(exc, "")
+            limit = guards.limit_reached(exc)
+            raise CandidateFailure(status, f"{limit} ({reason})" if limit else reason, feedback) from exc
         facts = {
             "launches": integrity.launches() - before,
             "failed_launches": integrity.failed_launches() - failed_before,

@@ -10,7 +10,7 @@ library?
 Method.
 1. Throughput: a whole run through ``run_experiment`` -- engine, strategy (PIKE-B, 10 branches,
    ideas and fix rounds on), library writes -- with the instant in-process evaluator and mutator
-   of :mod:`evokernel.testing` (no sleeps; 10 % of children fail and get fixed). Candidates per
+   of :mod:`evokernel.conformance` (no sleeps; 10 % of children fail and get fixed). Candidates per
    second = evaluated candidates / wall time of the run, the library created (migrated) before
    the clock starts. Once on a SQLite file, once on a private PostgreSQL server (durability off,
    as in the test suite: this measures the engine, not the disk).
@@ -44,6 +44,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from evokernel.conformance import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import (
     CandidateParentRow,
@@ -53,14 +54,13 @@ from evokernel.db.models import (
     ProposalRow,
     utcnow,
 )
-from evokernel.pgserver import postgres_database
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.greedy import Greedy
 from evokernel.strategies.pike_b import PikeB
 from evokernel.strategies.pike_o import PikeO
-from evokernel.testing import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
+from evokernel.strategies.view import RunView
 from evokernel.types import source_hash
-from evokernel.view import RunView
+from tests.support.pgserver import postgres_database
 
 BRANCHES = 10
 PIKE_O_ISLANDS, PIKE_O_BATCH = 3, 4  # PikeO's defaults

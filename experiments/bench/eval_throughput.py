@@ -84,7 +84,7 @@ class NvmlSampler:
 
 
 def breakdown(evaluations: list[Any]) -> dict[str, float | None]:
-    from evokernel.poolhealth import BREAKDOWN, stage_seconds
+    from evokernel.pool.health import BREAKDOWN, stage_seconds
 
     sums: dict[str, list[float]] = {s: [] for s in BREAKDOWN}
     for ev in evaluations:
@@ -213,9 +213,9 @@ def main() -> None:
 
     import torch
 
-    from evokernel.config_schema import EvaluationConfig, RayConfig
+    from evokernel.config.schema import EvaluationConfig, RayConfig
     from evokernel.db import SolutionLibrary
-    from evokernel.pool import EvaluatorPool
+    from evokernel.pool.evaluator_pool import EvaluatorPool
     from evokernel.tasks import load_task
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

@@ -151,7 +151,7 @@ def main() -> None:
 
     import torch
 
-    from evokernel.config_schema import EvaluationConfig, RayConfig
+    from evokernel.config.schema import EvaluationConfig, RayConfig
     from evokernel.db import SolutionLibrary
     from evokernel.pool import EvaluatorPool
     from evokernel.tasks import load_task

@@ -129,7 +129,7 @@ def once() -> dict[str, Any]:
     """One fresh process: every kernel timed by every method."""
     import torch
 
-    from evokernel.config_schema import TimingConfig
+    from evokernel.config.schema import TimingConfig
     from evokernel.evaluation.clocks import clock_state, gpu_clocks
     from evokernel.evaluation.loading import build_reference, copy_reference_weights, load_module, make_inputs
     from evokernel.evaluation.timing import TimingSettings, comparable, time_callable

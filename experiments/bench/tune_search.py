@@ -23,7 +23,7 @@ Method. One sandboxed evaluation costs ~9 s on the GPU (process start + Triton J
 3. The methods are replayed against that table, ``--reps`` times with different run seeds:
    * exhaustive: every grid setting; its best is the ground truth (best of grid and seed);
    * random: ``budget`` distinct grid settings drawn uniformly;
-   * tune: a real evokernel run -- :func:`evokernel.runner.run_experiment` with the engine, the
+   * tune: a real evokernel run -- :func:`evokernel.run.runner.run_experiment` with the engine, the
      PIKE-B strategy (branches=4, top_k=2: the quickstart's), a SQLite library and the
      :class:`TuneMutator` with ``search=model`` -- whose evaluator answers from the table instead
      of the sandbox (:class:`TableEvaluator`). So the requests the mutator sees (parents, the
@@ -69,7 +69,8 @@ from typing import Any
 
 import torch
 
-from evokernel.config_schema import ExperimentConfig, TuneConfig
+from evokernel.config.schema import ExperimentConfig, TuneConfig
+from evokernel.conformance import InstantHardware, QuietReporter
 from evokernel.db import SolutionLibrary
 from evokernel.evaluation.clocks import gpu_clocks
 from evokernel.evaluation.correctness import compare
@@ -83,9 +84,8 @@ from evokernel.evaluation.timing import TimingSettings, time_callable
 from evokernel.mutators.tune import SEARCHES, apply_values, find_knobs, valid_setting
 from evokernel.mutators.tune_model import Setting
 from evokernel.mutators.tune_space import Knob
-from evokernel.runner import run_experiment
+from evokernel.run.runner import run_experiment
 from evokernel.tasks import load_task, task_globals_overrides
-from evokernel.testing import InstantHardware, QuietReporter
 from evokernel.types import Evaluation, Status, Task
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ Run it with ``strategy.name: experiments/custom_strategy/tournament.py:Tournamen
 relative to where you run ``evokernel``) or, once in an installed package, ``my_pkg.module:Class``
 or an entry point in the group ``evokernel.strategies``. Check it with the conformance suite::
 
-    from evokernel.testing import check_strategy
+    from evokernel.conformance import check_strategy
     check_strategy("experiments/custom_strategy/tournament.py:Tournament", {"size": 3}, workdir=tmp)
 
 Each generation makes ``batch`` proposals; each parent is the fastest of ``size`` correct
@@ -17,8 +17,8 @@ from __future__ import annotations
 from evokernel.exceptions import ConfigError
 from evokernel.strategies.base import GenerationalStrategy
 from evokernel.strategies.common import initial_generation, mutation_operator
+from evokernel.strategies.view import RunView
 from evokernel.types import Proposal
-from evokernel.view import RunView
 
 
 class Tournament(GenerationalStrategy):

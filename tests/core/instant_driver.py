@@ -12,9 +12,15 @@ import json
 import sys
 from typing import Any
 
-from evokernel.config_schema import ExperimentConfig
-from evokernel.runner import run_experiment
-from evokernel.testing import InstantEvaluator, InstantMutator, QuietReporter, instant_config, instant_task
+from evokernel.config.schema import ExperimentConfig
+from evokernel.conformance import (
+    InstantEvaluator,
+    InstantMutator,
+    QuietReporter,
+    instant_config,
+    instant_task,
+)
+from evokernel.run.runner import run_experiment
 from evokernel.types import Task
 
 

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from evokernel.actor import Hardware
-from evokernel.baselinecache import BaselineCache
 from evokernel.db import SolutionLibrary
+from evokernel.pool.actor import Hardware
+from evokernel.pool.baseline_cache import BaselineCache
 from evokernel.types import Evaluation, Status, Task
 
 TASK = Task(name="t", path="/tasks/t.py", source="class Model: ...\n", level=1)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from evokernel.config_schema import TimingConfig
+from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.baselines import key_for, measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
 from evokernel.evaluation.request import build_request

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.config_schema import TimingConfig
+from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_tasks

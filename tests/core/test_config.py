@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.config import load_config
+from evokernel.config.loading import load_config
 from evokernel.exceptions import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

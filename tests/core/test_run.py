@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import ray
 
-from evokernel.config import load_config
+from evokernel.config.loading import load_config
 from evokernel.db import SolutionLibrary
-from evokernel.report import ProgressPrinter
-from evokernel.runner import run_experiment
+from evokernel.run.progress import ProgressPrinter
+from evokernel.run.runner import run_experiment
 from evokernel.types import Status
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -79,7 +79,7 @@ def _kernel_reply(block: int, scale: str = "3.0") -> str:
 
 
 def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> None:
-    from tests.llm_server import LLMServer, Reply
+    from tests.support.llm_server import LLMServer, Reply
 
     db = tmp_path / "lib.db"
     with LLMServer() as server:
@@ -136,7 +136,7 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
 
 
 def test_pike_b_ideas_branches_and_a_fix_round_with_a_scripted_llm(tmp_path: Path) -> None:
-    from tests.llm_server import LLMServer, Reply
+    from tests.support.llm_server import LLMServer, Reply
 
     db = tmp_path / "lib.db"
     ideas = ["Use a larger block so each program moves more bytes", "Fold the scale into one FMA"]

@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from evokernel.db import SolutionLibrary
-from evokernel.db.connection import alembic_config
-from evokernel.exceptions import LibraryError
-from evokernel.islands.model import Member, members, ranked
-from evokernel.strategies.pike_o import PikeO
-from evokernel.testing import (
+from evokernel.conformance import (
     InstantMutator,
     instant_config,
     instant_task,
     library_fingerprint,
     run_instant,
 )
+from evokernel.db import SolutionLibrary
+from evokernel.db.connection import alembic_config
+from evokernel.exceptions import LibraryError
+from evokernel.islands.model import Member, members, ranked
+from evokernel.strategies.pike_o import PikeO
+from evokernel.strategies.view import RunView
 from evokernel.types import IslandEvent, Proposal
-from evokernel.view import RunView
 from tests.strategies.helpers import instant_run
 
 PARAMS = {

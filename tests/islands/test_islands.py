@@ -9,7 +9,7 @@ import pytest
 from evokernel.islands.migration import NoMigration, RandomMigration, RingMigration
 from evokernel.islands.model import MIGRATE, RESEED, RESET, members, ranked
 from evokernel.islands.reset import FunSearchReset, NoReset
-from evokernel.registry import resolve
+from evokernel.plugins import resolve
 from evokernel.types import Candidate, Evaluation, IslandEvent, Scored, Status
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from evokernel.config_schema import LLMConfig
+from evokernel.config.schema import LLMConfig
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
 from evokernel.mutators.ideas import MAX_IDEA_CHARS, parse_ideas
 from evokernel.mutators.llm import LLMMutator
 from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task
-from tests.llm_server import HttpError, LLMServer, Reply
+from tests.support.llm_server import HttpError, LLMServer, Reply
 
 REFERENCE = (
     "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.softmax(-1)\n"

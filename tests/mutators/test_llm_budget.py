@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evokernel.config_schema import LLMConfig
+from evokernel.config.schema import LLMConfig
+from evokernel.conformance import instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.llm import LLMMutator
-from evokernel.testing import instant_config, instant_task, run_instant
-from tests.llm_server import HttpError, LLMServer
+from tests.support.llm_server import HttpError, LLMServer
 
 
 def test_call_budget_reserves_the_mutators_own_retries(tmp_path: Path, llm_server: LLMServer) -> None:

@@ -1,12 +1,12 @@
-"""Runs on the instant in-process parts of evokernel.testing, for strategy and engine tests."""
+"""Runs on the instant in-process parts of evokernel.conformance, for strategy and engine tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from evokernel.conformance import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
-from evokernel.testing import InstantEvaluator, InstantMutator, instant_config, instant_task, run_instant
 from evokernel.types import Proposal, Scored
 
 

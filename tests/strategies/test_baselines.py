@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evokernel.testing import InstantMutator
+from evokernel.conformance import InstantMutator
 from tests.strategies.helpers import instant_run
 
 

@@ -1,5 +1,5 @@
 """Every built-in strategy, the example custom strategy and an entry-point strategy pass the
-conformance suite a strategy author runs (evokernel.testing)."""
+conformance suite a strategy author runs (evokernel.conformance)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from evokernel.conformance import check_strategy
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import PluginError
-from evokernel.registry import available, resolve
+from evokernel.plugins import available, resolve
 from evokernel.strategies.base import Strategy
-from evokernel.testing import check_strategy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "experiments" / "custom_strategy" / "tournament.py"
@@ -92,9 +92,9 @@ def test_unknown_strategy_names_the_choices() -> None:
 
 
 def test_example_yaml_runs_its_custom_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evokernel.config import load_config
-    from evokernel.runner import run_experiment
-    from evokernel.testing import InstantEvaluator, InstantMutator, QuietReporter
+    from evokernel.config.loading import load_config
+    from evokernel.conformance import InstantEvaluator, InstantMutator, QuietReporter
+    from evokernel.run.runner import run_experiment
 
     monkeypatch.chdir(ROOT)  # the yaml names the strategy file relative to the repository root
     yaml = ROOT / "experiments" / "custom_strategy" / "tournament.yaml"

@@ -1,0 +1,121 @@
+"""Load an experiment config: YAML file + ``key=value`` overrides, checked against the schema.
+
+An unknown key anywhere is a :class:`~evokernel.exceptions.ConfigError` naming the key and the
+valid keys at that level; a value of the wrong type names the key and the expected type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from evokernel.config.schema import ExperimentConfig
+from evokernel.evaluation.profiles import PROFILES
+from evokernel.exceptions import ConfigError
+
+
+def _valid_keys(full_key: str) -> tuple[str, list[str]]:
+    """The parent path of ``full_key`` and the schema's field names there."""
+    parts = full_key.split(".")
+    node: Any = ExperimentConfig
+    walked: list[str] = []
+    for part in parts[:-1]:
+        fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(node) else {}
+        if part not in fields:
+            break
+        default = fields[part].default_factory
+        node = default() if callable(default) else None
+        walked.append(part)
+        if not dataclasses.is_dataclass(node):
+            break
+    names = [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
+    return ".".join(walked) or "(top level)", names
+
+
+def _key_error(exc: OmegaConfBaseException, origin: str) -> ConfigError:
+    full_key = str(getattr(exc, "full_key", "") or "")
+    if isinstance(exc, ConfigKeyError | ConfigAttributeError) and full_key:
+        parent, names = _valid_keys(full_key)
+        return ConfigError(
+            f"unknown config key '{full_key}' in {origin}; valid keys under {parent}: {', '.join(names)}"
+        )
+    first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = f"'{full_key}'" if full_key else "a value"
+    return ConfigError(f"invalid {where} in {origin}: {first_line}")
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Schema defaults, then the YAML file, then the overrides; returns a checked config object."""
+    merged: DictConfig = OmegaConf.structured(ExperimentConfig)
+    base_dir = Path.cwd()
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file {file} does not exist")
+        base_dir = file.resolve().parent
+        try:
+            loaded = OmegaConf.load(file)
+            merged = OmegaConf.merge(merged, loaded)  # type: ignore[assignment]
+        except OmegaConfBaseException as exc:
+            raise _key_error(exc, str(file)) from exc
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value (e.g. budget.evaluations=32)")
+    try:
+        merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(list(overrides)))  # type: ignore[assignment]
+        config: ExperimentConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except (ValidationError, OmegaConfBaseException) as exc:
+        raise _key_error(exc, "the command-line overrides" if overrides else str(path)) from exc
+    config.tasks = [_resolve_task_path(t, base_dir) for t in config.tasks]
+    config.seed_kernels = [_resolve_task_path(t, base_dir) for t in config.seed_kernels]
+    _check(config)
+    return config
+
+
+def _resolve_task_path(entry: str, base_dir: Path) -> str:
+    """Relative task paths are looked up beside the config file first, then in the current folder."""
+    p = Path(entry).expanduser()
+    if p.is_absolute():
+        return str(p)
+    beside = base_dir / p
+    return str(beside.resolve() if beside.exists() else p.resolve())
+
+
+def _check(config: ExperimentConfig) -> None:
+    choices = {
+        "evaluation.device": (config.evaluation.device, ("auto", "cpu", "cuda")),
+        "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
+        "evaluation.profile": (config.evaluation.profile, tuple(PROFILES)),
+    }
+    for key, (value, valid) in choices.items():
+        if value not in valid:
+            raise ConfigError(f"{key}={value!r} is not one of {', '.join(valid)}")
+    if config.budget.evaluations < 1:
+        raise ConfigError("budget.evaluations must be at least 1")
+    if config.evaluation.seeds < 2:
+        raise ConfigError(
+            "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"
+        )
+    if not config.tasks:
+        raise ConfigError("no tasks: set tasks=[path/to/task.py, ...] in the config or on the command line")
+
+
+def to_dict(config: ExperimentConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def from_dict(data: dict[str, Any], overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Rebuild a stored config (e.g. of a run being resumed), with optional overrides on top."""
+    merged = OmegaConf.merge(OmegaConf.structured(ExperimentConfig), OmegaConf.create(data))
+    try:
+        merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(list(overrides)))
+        config: ExperimentConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        raise _key_error(exc, "the command-line overrides") from exc
+    _check(config)
+    return config

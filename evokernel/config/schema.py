@@ -1,0 +1,229 @@
+"""The experiment config schema: one dataclass per section, read by omegaconf as a structured config.
+
+Every key a YAML file or a ``key=value`` override may set is a field here, so an unknown key is
+an error that names it (see :mod:`evokernel.config.loading`). Defaults are the values a first run on a
+laptop should use; the docstring of each section says what its numbers mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    """One model of an ensemble (``llm.models``). ``api_base`` and ``api_key_env`` left unset are
+    taken from the ``llm`` section; prices left at 0 come from litellm's local cost map."""
+
+    model: str = ""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    # Relative share of proposals under ``selection: weighted``; a prior multiplier under bandit.
+    weight: float = 1.0
+    input_cost_per_mtok: float = 0.0
+    output_cost_per_mtok: float = 0.0
+    # Requests to this model in flight at once; 0: only the engine's concurrency.llm limits them.
+    max_concurrent: int = 0
+
+
+@dataclass
+class LLMConfig:
+    """The ``llm`` mutator. ``model`` is any litellm model string; None (and no ``models``)
+    disables LLM operators. ``models`` lists an ensemble instead of the one ``model``; ``selection``
+    picks among them per proposal: ``weighted`` (random by weight) or ``bandit`` (most improvement
+    per dollar so far, with exploration)."""
+
+    model: str | None = None
+    # An OpenAI-compatible server (vLLM, SGLang, Ollama): e.g. http://127.0.0.1:8000/v1
+    api_base: str | None = None
+    # Name of the environment variable holding the key; the key itself is never stored.
+    api_key_env: str | None = None
+    temperature: float = 0.7
+    max_tokens: int = 8192
+    timeout_s: float = 300.0
+    # Bounded retries with exponential backoff on 429, 5xx and timeouts.
+    max_retries: int = 3
+    # USD per million tokens, for models litellm's local cost map does not know (local servers).
+    input_cost_per_mtok: float = 0.0
+    output_cost_per_mtok: float = 0.0
+    language: str = "triton"
+    models: list[ModelConfig] = field(default_factory=list)
+    selection: str = "weighted"
+    # Ask for server-sent events; a long reply then keeps the connection busy instead of idle.
+    stream: bool = False
+
+    def enabled(self) -> bool:
+        """Whether any model is configured (the runner builds the LLM mutator only then)."""
+        return bool(self.model or self.models)
+
+
+@dataclass
+class TuneConfig:
+    """The ``tune`` mutator (no LLM): proposes Triton knob settings of the parent's kernel.
+    ``search``: ``model`` learns from the evaluated settings of the same kernel structure and
+    proposes the most promising untried one; ``random`` changes 1..max_changes knobs of the parent.
+    ``space`` replaces the derived choices of the knobs it names, e.g. ``{BLOCK_K: [32, 64]}``."""
+
+    search: str = "model"
+    max_changes: int = 2
+    space: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class MutatorsConfig:
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
+
+
+@dataclass
+class StrategyConfig:
+    """``name`` is a built-in (``pike_b``, ``pike_o``, ``greedy``, ``random``), an entry point of
+    the group ``evokernel.strategies``, or ``package.module:Class`` / ``path/to/file.py:Class``;
+    ``params`` go to that class's constructor (e.g. ``strategy.params.branches=8``)."""
+
+    name: str = "pike_b"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TimingConfig:
+    """Timing is by time, not count: warm up for ``warmup_ms``, then repeat until the median's
+    relative standard error falls under ``target_rse`` or ``max_ms``/``max_reps`` is reached."""
+
+    warmup_ms: float = 25.0
+    min_reps: int = 10
+    # On a GPU the timed samples span at least this long (power-cap clock dips last a few ms).
+    min_ms: float = 100.0
+    max_reps: int = 1000
+    max_ms: float = 1000.0
+    # 0.2 % keeps the median of one kernel within ~0.5 % across fresh processes (benchmarks.md).
+    target_rse: float = 0.002
+    # Always time CUDA-graph replays of the call too (reported beside); launch-bound calls get it anyway.
+    cuda_graph: bool = False
+    # Warmup ends when 3 windows of 5 ms agree within settle_tol (clock settled), after at least
+    # warmup_ms and at most settle_max_ms.
+    settle_tol: float = 0.01
+    settle_max_ms: float = 300.0
+    # Event p10 under this: also time per-call CUDA-graph replays, and compare graph to graph
+    # when the baseline is launch-bound too (0 = never).
+    launch_bound_us: float = 20.0
+    # Eager/compile baselines (timed once per task, GPU and software, then cached): timed samples
+    # span at least this long; cuBLAS under the power cap drifts ~2 % between 100 ms windows.
+    baseline_min_ms: float = 1000.0
+
+
+@dataclass
+class EvaluationConfig:
+    """``device``: auto (cuda when the cluster has GPUs, else cpu with Triton's interpreter).
+    ``scale``: auto (small sizes on cpu, the task's sizes on cuda), small or full."""
+
+    device: str = "auto"
+    scale: str = "auto"
+    timeout_s: float = 180.0
+    # Input seeds per variant (declared variants plus one the candidate was never shown).
+    seeds: int = 3
+    # Verdict profile (evaluation/profiles.py): strict, kernelbench or kernelbench-v0.
+    profile: str = "strict"
+    # Accept candidates that launch no Triton/CUDA kernel of their own (plain-PyTorch rewrites).
+    allow_torch: bool = False
+    # torch.compile baseline: auto (on for cuda only: on a CPU it costs tens of seconds), on, off.
+    compile_baseline: str = "auto"
+    # Host memory (RLIMIT_DATA) of the candidate process in MiB: 0 = 8 GiB on cpu, none on cuda; -1 none.
+    host_memory_mb: int = 0
+    # Evaluator actors; 0 means one per GPU, or on CPU-only clusters min(2, CPUs).
+    workers: int = 0
+    # Candidates in flight per actor (0: on a GPU one per 2 CPUs of the actor, at most 8; 1 on a
+    # CPU). Builds and correctness checks
+    # overlap; timings never overlap other GPU work (a per-GPU lock held by the supervisors).
+    concurrency_per_worker: int = 0
+    # Requests waiting in the pool beyond those in flight (0: 4x workers x concurrency_per_worker);
+    # past it, evaluate() waits to enter. Waiting requests are served round robin per run.
+    max_queue: int = 0
+    # Evaluate identical (task, source, settings) once; later requests get the same result.
+    dedup: bool = True
+    # Fork each candidate's processes from a per-actor server that imported torch and triton once
+    # (no CUDA); false: a new interpreter per candidate (seconds more each).
+    warm: bool = True
+    # On a GPU, build a precompiled torch/extension.h once per node (~50 s of two cores, in the
+    # background) and let candidates' load_inline builds use it: main.cpp 22.5 s -> 10 s.
+    precompiled_header: bool = True
+    timing: TimingConfig = field(default_factory=TimingConfig)
+
+
+@dataclass
+class BudgetConfig:
+    """Limits, any combination; each is checked before work starts, so a run never overspends.
+
+    ``evaluations`` is per task: every task of the run gets that many evaluated candidates (a
+    proposal whose mutation fails frees its slot). The others are per run, shared by all its
+    tasks, and None means no limit. ``llm_calls`` counts HTTP attempts (retries included): an LLM
+    mutation starts only if ``llm.max_retries + 1`` more calls fit. ``usd`` is the LLM cost: a
+    mutation starts only if the cost of the most expensive mutation so far fits for it and every
+    mutation in flight (the first LLM mutation runs alone to measure it), so a run overspends
+    only if one mutation costs more than every earlier one did. ``wall_time_s`` adds up over
+    sessions (a SIGKILLed session's time is not recorded): after it no work starts and work in
+    flight finishes. A resumed run keeps counting from what the library recorded.
+    """
+
+    evaluations: int = 16
+    # A run stops a task after this many proposals in a row that produced no candidate.
+    max_failed_mutations: int = 20
+    llm_calls: int | None = None
+    usd: float | None = None
+    wall_time_s: float | None = None
+
+
+@dataclass
+class ConcurrencyConfig:
+    """Work in flight at once, over all tasks of the run: ``llm`` LLM requests (mutations and
+    ideas) and ``evaluations`` candidates on the pool (0: twice what the pool runs at once). Separate
+    limits, so slow LLM replies never idle the evaluators and a queue of evaluations never holds
+    back LLM calls."""
+
+    evaluations: int = 0
+    llm: int = 4
+
+
+@dataclass
+class RayConfig:
+    """``address`` None starts a local cluster; ``auto`` or ``ray://host:port`` joins one."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+
+
+@dataclass
+class SweepConfig:
+    """``grid``: key -> values, every combination is a cell (``seed: [0, 1, 2]`` is an axis like any
+    other). ``zip``: key -> values of one common length, stepped together (``model`` with its
+    ``api_base``), crossed with the grid. ``name`` names the sweep (default: the config's name).
+    ``id``, ``cell`` and ``point`` are written by ``evokernel sweep`` into each cell's stored config
+    (which sweep, which cell, its axis values); leave them unset."""
+
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    zip: dict[str, list[Any]] = field(default_factory=dict)
+    name: str | None = None
+    id: str | None = None
+    cell: int | None = None
+    point: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "experiment"
+    seed: int = 0
+    # Task files, folders of task files, or a KernelBench level folder; relative to the config.
+    tasks: list[str] = field(default_factory=list)
+    # Folders of published solution files (KernelBench/PIKE task_<N>.py or <task>.py) whose kernels
+    # replace the tasks' seed kernels (evokernel.export.seeds); relative to the config, like tasks.
+    seed_kernels: list[str] = field(default_factory=list)
+    # SQLAlchemy URL or a file path (a SQLite file is created there).
+    library: str = "evokernel.db"
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    mutators: MutatorsConfig = field(default_factory=MutatorsConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)

@@ -1,0 +1,319 @@
+"""Conformance checks for strategy authors, and the instant in-process parts they run on.
+
+    from evokernel.conformance import check_strategy
+
+    def test_my_strategy_conforms(tmp_path):
+        check_strategy("my_pkg.strategy:MyStrategy", {"width": 4}, workdir=tmp_path)
+
+:func:`check_strategy` runs the real engine and a real SQLite library with an
+:class:`InstantEvaluator` (deterministic verdicts and speedups from the source text, optional
+latency) and an :class:`InstantMutator` (deterministic children from the proposal's randomness),
+and checks the rules of :mod:`evokernel.strategies.base`: unknown params are rejected; proposals
+respect capacity, operators, parents and islands; the budget is never overrun; the run is the
+same whatever order evaluations finish in; a run stopped at half its budget and resumed ends
+exactly like an uninterrupted one; and a fresh instance proposes what the running one did (no
+hidden state). Each failure raises ``AssertionError`` saying which rule broke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import random
+from pathlib import Path
+from typing import Any, ClassVar
+
+from evokernel.config.schema import ExperimentConfig
+from evokernel.db import SolutionLibrary
+from evokernel.exceptions import ConfigError
+from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator
+from evokernel.plugins import resolve
+from evokernel.strategies.base import Strategy
+from evokernel.types import Evaluation, LLMCall, Scored, Status, Task
+
+INCORRECT_MARK = "# evokernel-test: incorrect"
+SEED_SOURCE = "class ModelNew:  # instant test seed\n    pass\n"
+
+
+def instant_task(name: str = "instant") -> Task:
+    """A task the instant parts understand (its files are never read)."""
+    return Task(
+        name=name,
+        path=f"<instant:{name}>",
+        source=f"class Model:  # instant reference {name}\n    pass\n",
+        seed_source=SEED_SOURCE,
+    )
+
+
+def _unit(text: str, salt: str = "") -> float:
+    """A number in [0, 1) fixed by ``text``."""
+    return int.from_bytes(hashlib.sha256(f"{salt}|{text}".encode()).digest()[:8], "big") / 2**64
+
+
+@dataclasses.dataclass(frozen=True)
+class InstantHardware:
+    name: str = "in-process instant evaluator"
+
+    def describe(self) -> str:
+        return self.name
+
+
+class InstantEvaluator:
+    """Evaluates at once (or after ``delay_s`` times a per-source factor in [0, 2)): a source with
+    :data:`INCORRECT_MARK` is incorrect, any other is correct with a speedup in [0.5, 3) fixed by
+    its text. ``jitter_salt`` changes which sources finish first, not the verdicts."""
+
+    device = "in-process"
+    scale = "given"
+
+    def __init__(self, size: int = 2, delay_s: float = 0.0, jitter_salt: str = "") -> None:
+        self.size = size
+        self.delay_s = delay_s
+        self.jitter_salt = jitter_salt
+        self.evaluated = 0
+
+    async def hardware(self) -> InstantHardware:
+        return InstantHardware()
+
+    async def evaluate(self, task: Task, source: str) -> Evaluation:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s * 2 * _unit(source, self.jitter_salt))
+        self.evaluated += 1
+        if INCORRECT_MARK in source:
+            return Evaluation(status=Status.INCORRECT, reason="marked incorrect", stage="correctness")
+        speedup = 0.5 + 2.5 * _unit(source)
+        return Evaluation(
+            status=Status.CORRECT,
+            runtime_ms=1.0 / speedup,
+            eager_ms=1.0,
+            speedup_eager=speedup,
+            device="instant",
+        )
+
+
+class InstantMutator(Mutator):
+    """Serves every operator at once. A child is its first parent's source plus a line naming the
+    proposal's randomness, marked incorrect with probability ``incorrect_rate`` (a fix clears the
+    mark with probability ``fix_rate``). ``uses_llm`` makes each call report one
+    :class:`~evokernel.types.LLMCall` costing ``cost_usd``, to exercise LLM budgets."""
+
+    name: ClassVar[str] = "instant"
+    operators: ClassVar[tuple[str, ...]] = ("seed", "mutate", "fix", "crossover", "tune")
+
+    def __init__(
+        self,
+        incorrect_rate: float = 0.2,
+        fix_rate: float = 0.5,
+        uses_llm: bool = False,
+        cost_usd: float = 0.0,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.incorrect_rate = incorrect_rate
+        self.fix_rate = fix_rate
+        self.uses_llm = uses_llm
+        self.cost_usd = cost_usd
+        self.delay_s = delay_s
+        self.observed: list[tuple[int | None, Status | None]] = []
+
+    def _calls(self) -> tuple[LLMCall, ...]:
+        return (LLMCall(model="instant", cost_usd=self.cost_usd),) if self.uses_llm else ()
+
+    async def mutate(self, request: MutationRequest) -> MutationResult:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        rng = random.Random(request.rng_seed)
+        base = request.parents[0].candidate.source if request.parents else SEED_SOURCE
+        base = base.replace(INCORRECT_MARK + "\n", "")
+        child = f"{base}# {request.proposal.operator} {request.rng_seed:x}\n"
+        bad = rng.random() < (
+            1 - self.fix_rate if request.proposal.operator == "fix" else self.incorrect_rate
+        )
+        if bad:
+            child += INCORRECT_MARK + "\n"
+        return MutationResult(child, llm_calls=self._calls())
+
+    async def ideas(self, request: MutationRequest, count: int) -> IdeasResult:
+        ideas = tuple(f"idea {i} for generation {request.proposal.generation}" for i in range(count))
+        return IdeasResult(ideas, llm_calls=self._calls())
+
+    def observe(
+        self, request: MutationRequest, result: MutationResult, evaluation: Evaluation | None
+    ) -> None:
+        self.observed.append((request.proposal.id, evaluation.status if evaluation else None))
+
+
+class QuietReporter:
+    """A :class:`~evokernel.run.progress.Reporter` that prints nothing."""
+
+    def say(self, message: str) -> None:
+        pass
+
+    def start(self, *args: Any) -> None:
+        pass
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        pass
+
+    def finish(self, *args: Any) -> None:
+        pass
+
+
+def instant_config(
+    strategy: str, params: dict[str, Any] | None, library: str | Path, tasks: list[Task], **budget: Any
+) -> ExperimentConfig:
+    config = ExperimentConfig(name="conformance", tasks=[t.path for t in tasks], library=str(library))
+    config.strategy.name = strategy
+    config.strategy.params = dict(params or {})
+    for key, value in budget.items():
+        setattr(config.budget, key, value)
+    return config
+
+
+def run_instant(
+    config: ExperimentConfig,
+    tasks: list[Task],
+    *,
+    evaluator: InstantEvaluator | None = None,
+    mutator: Mutator | None = None,
+    resume: str | None = None,
+    overrides: tuple[str, ...] = (),
+) -> str:
+    """Run (or resume) ``config`` on instant parts; returns the run id."""
+    from evokernel.run.runner import run_experiment
+
+    summary = run_experiment(
+        config,
+        resume=resume,
+        overrides=overrides,
+        reporter=QuietReporter(),
+        pool=evaluator or InstantEvaluator(),
+        mutators=[mutator or InstantMutator()],
+        tasks=tasks,
+    )
+    return summary.run_id
+
+
+def library_fingerprint(library: SolutionLibrary, run_id: str) -> list[tuple[Any, ...]]:
+    """What a run did, independent of row ids and recording order: per task, every proposal (with
+    its parents as source hashes), its candidate and verdict, and every island event."""
+    out: list[tuple[Any, ...]] = []
+    for task in sorted(library.run_task_hashes(run_id)):
+        scored = {sc.candidate.id: sc for sc in library.candidates(run_id, task)}
+        by_proposal = {sc.candidate.proposal_id: sc for sc in scored.values()}
+
+        def name(cid: int | None, scored: dict[int, Scored] = scored) -> str:
+            return scored[cid].candidate.source_hash if cid in scored else f"missing:{cid}"
+
+        for p in library.proposals(run_id, task):
+            sc = by_proposal.get(p.id or -1)
+            verdict = None
+            if sc is not None and sc.evaluation is not None:
+                verdict = (sc.candidate.source_hash, sc.evaluation.status.value, round(sc.speedup, 9))
+            parents = tuple(name(pid) for pid in p.parents)
+            out.append(
+                (
+                    task,
+                    p.generation,
+                    p.island,
+                    p.branch,
+                    p.operator,
+                    parents,
+                    p.idea,
+                    p.state,
+                    p.ideas,
+                    verdict,
+                )
+            )
+        for e in library.island_events(run_id, task):
+            out.append((task, "event", e.kind, e.generation, e.island, name(e.candidate), e.from_island))
+    return sorted(out, key=repr)
+
+
+def check_strategy(
+    strategy: str | type[Strategy],
+    params: dict[str, Any] | None = None,
+    *,
+    workdir: Path,
+    budget: int = 24,
+    tasks: int = 2,
+) -> None:
+    """Run the conformance checks (see the module docstring); raises AssertionError on a breach."""
+    name = strategy if isinstance(strategy, str) else f"{strategy.__module__}:{strategy.__qualname__}"
+    found = resolve("strategies", name)
+    assert isinstance(found, type) and issubclass(found, Strategy), f"{name} is not a Strategy subclass"
+    cls: type[Strategy] = found
+    rejected = False
+    try:
+        cls.from_params({**(params or {}), "no_such_param_xyz": 1})
+    except ConfigError:
+        rejected = True  # the expected outcome
+    if not rejected:
+        raise AssertionError(f"{name}: from_params accepted an unknown parameter (it must raise ConfigError)")
+    task_list = [instant_task(f"instant{i}") for i in range(tasks)]
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def fingerprint(db: Path, evaluator: InstantEvaluator, half_first: bool = False) -> list[tuple[Any, ...]]:
+        config = instant_config(
+            name, params, db, task_list, evaluations=budget // 2 if half_first else budget
+        )
+        run_id = run_instant(config, task_list, evaluator=evaluator)
+        if half_first:
+            run_instant(
+                config,
+                task_list,
+                evaluator=evaluator,
+                resume=run_id,
+                overrides=(f"budget.evaluations={budget}",),
+            )
+        lib = SolutionLibrary(db)
+        try:
+            _check_run(lib, run_id, cls, params, budget, name)
+            return library_fingerprint(lib, run_id)
+        finally:
+            lib.close()
+
+    first = fingerprint(workdir / "a.db", InstantEvaluator(size=2, delay_s=0.002, jitter_salt="a"))
+    other = fingerprint(workdir / "b.db", InstantEvaluator(size=2, delay_s=0.002, jitter_salt="b"))
+    assert first == other, (
+        f"{name}: the same seed gave different runs when evaluations finished in another order"
+    )
+    resumed = fingerprint(workdir / "c.db", InstantEvaluator(size=2), half_first=True)
+    assert first == resumed, f"{name}: stopping at half the budget and resuming changed the run"
+
+
+def _check_run(
+    lib: SolutionLibrary,
+    run_id: str,
+    cls: type[Strategy],
+    params: dict[str, Any] | None,
+    budget: int,
+    name: str,
+) -> None:
+    from evokernel.strategies.view import RunView
+
+    islands = cls.from_params(dict(params or {})).islands
+    for task in lib.run_task_hashes(run_id):
+        cands = lib.candidates(run_id, task)
+        ids = {sc.candidate.id for sc in cands}
+        assert len(cands) <= budget, f"{name}: {len(cands)} candidates for {task} over a budget of {budget}"
+        assert any(sc.candidate.generation > 0 for sc in cands), f"{name}: never went past generation 0"
+        for p in lib.proposals(run_id, task):
+            assert p.state != "open", f"{name}: proposal {p.id} still open after the run finished"
+            assert 0 <= p.island < islands, f"{name}: proposal on island {p.island}, strategy has {islands}"
+            assert all(pid in ids for pid in p.parents), (
+                f"{name}: proposal {p.id} has parents of another task"
+            )
+        for sc in cands:
+            for pid in sc.candidate.parents:
+                assert lib.get_candidate(pid).candidate.generation <= sc.candidate.generation, (
+                    f"{name}: candidate {sc.candidate.id} has a parent from a later generation"
+                )
+        task_obj = instant_task(task)
+        ops = frozenset({"seed_file", "ideas", *InstantMutator.operators})
+        view = RunView(lib, run_id, task_obj, 0, ops, in_flight=0, islands=islands)
+        one, two = cls.from_params(dict(params or {})), cls.from_params(dict(params or {}))
+        got = one.propose(view, budget)
+        assert got == two.propose(view, budget), f"{name}: two fresh instances proposed differently"
+        for p in got:
+            assert p.operator in ops, f"{name}: proposed operator {p.operator!r} that no mutator serves"

@@ -1,0 +1,148 @@
+"""``EvaluatorActor``: the Ray actor that owns one GPU (or a CPU share) and evaluates on it.
+
+One actor per GPU (``num_gpus=1``, so Ray sets ``CUDA_VISIBLE_DEVICES`` and no two actors share
+a GPU). It is a threaded actor: up to ``concurrency`` evaluations run at once, each in its own
+process group started by the actor's fork-server (:mod:`evokernel.evaluation.forkserver`), so
+building and correctness checking overlap while the GPU lock
+(:mod:`evokernel.evaluation.gpulock`, one lock directory per actor) keeps timings from
+overlapping anything. ``warm=False`` starts a new interpreter per candidate instead (the cold
+path, :func:`evokernel.evaluation.sandbox.popen_launcher`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from evokernel.evaluation.baselines import software_versions
+from evokernel.evaluation.forkserver import ForkServer
+from evokernel.evaluation.pch import HeaderCache
+from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
+from evokernel.evaluation.scratch import ScratchDir
+from evokernel.types import Evaluation, Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device: str
+    name: str
+    facts: str
+    # Software versions and the device label that key cached baselines (see evaluation/baselines.py).
+    versions: str = ""
+    label: str = ""
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.facts})" if self.facts else self.name
+
+
+@ray.remote
+class EvaluatorActor:
+    """Runs sandboxed evaluations on the GPU (or CPU) Ray gave it, several at a time."""
+
+    def __init__(
+        self, device: str, build_jobs: int, warm: bool = True, precompiled_header: bool = False
+    ) -> None:
+        self.device = device
+        self.build_jobs = build_jobs
+        # Everything the actor writes lives under this root, which goes on every exit path
+        # (evaluation/scratch.py): removed by shutdown(), swept by the next actor after a kill.
+        self.scratch = ScratchDir("actor")
+        self.root = self.scratch.path
+        self.lock_dir = self.root / "gpulock"
+        self.lock_dir.mkdir()
+        # Shared by the node's actors and reused by later runs (see evaluation/pch.py).
+        self.headers: HeaderCache | None = None
+        if precompiled_header:
+            workdir = self.root / "pch"
+            workdir.mkdir()
+            base = Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}"
+            self.headers = HeaderCache(base, device == "cuda", sandbox_env(device, workdir))
+        self._server_lock = threading.Lock()
+        self.runner_restarts = 0
+        # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
+        self._server: ForkServer | None = ForkServer(device, self.root) if warm else None
+
+    def hardware(self) -> dict[str, str]:
+        versions = software_versions(self.device)
+        if self.device != "cuda":
+            facts = f"{os.cpu_count()} cores"
+            return asdict(
+                Hardware("cpu", "CPU (Triton interpreter)", facts, versions, "cpu (Triton interpreter)")
+            )
+        import torch
+
+        from evokernel.mutators.hardware import device_facts, format_hardware
+
+        p = torch.cuda.get_device_properties(0)
+        # The formatted line leads with the name; Hardware.describe() adds it back once.
+        facts = format_hardware(device_facts(p)).removeprefix(f"{p.name}: ")
+        return asdict(Hardware("cuda", p.name, facts, versions, p.name))
+
+    def header_cache(self, wait_s: float = 0.0) -> dict[str, Any]:
+        """The precompiled header's state (``off``, ``building``, ``ready``, ``failed``), after
+        waiting up to ``wait_s`` for its build."""
+        if self.headers is None:
+            return {"state": "off", "reason": "", "build_s": 0.0, "built": []}
+        return self.headers.wait(wait_s)
+
+    def runner_pids(self) -> dict[str, int]:
+        """For tests and diagnosis: the actor's and its fork-server's process ids."""
+        server = self._server
+        return {"actor": os.getpid(), "forkserver": server.process.pid if server else -1}
+
+    def _launcher(self) -> tuple[ForkServer | None, Launcher | None]:
+        with self._server_lock:
+            server = self._server
+            if server is not None and not server.alive() and not server.ready:
+                # It never started (an import failed?): new interpreters per candidate still work.
+                log.warning("fork-server failed to start (%s); using the cold path", server.lost)
+                server = self._server = None
+            elif server is not None and not server.alive():
+                log.warning("fork-server died (%s); starting a new one", server.lost or "exited")
+                server = self._server = ForkServer(self.device, self.root)
+                self.runner_restarts += 1
+        return server, server.spawn if server is not None else None
+
+    def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """One evaluation; a fork-server that dies before the verdict is replaced and the
+        evaluation retried once on the new one, then ``crashed``."""
+        # Waits for the GPU are bounded by the timeout itself (see gpulock.py).
+        request = {**request, "gpu_lock": {"dir": str(self.lock_dir), "max_wait_s": float(timeout_s)}}
+        header_root = self.headers.root() if self.headers is not None else None
+        if header_root is not None:
+            request["torch_pch"] = header_root
+        lost = ""
+        for _attempt in range(2):
+            server, launcher = self._launcher()
+            try:
+                evaluation = run_sandboxed(
+                    request, timeout_s, launcher=launcher, build_jobs=self.build_jobs, scratch=self.root
+                )
+            except LauncherError as exc:  # e.g. forkserver.RunnerLost
+                lost = str(exc)
+                with self._server_lock:
+                    if server is not None and self._server is server and server.alive():
+                        server.close()  # it answers no more; the next _launcher() replaces it
+                continue
+            details = {**evaluation.details, "runner_restarts": self.runner_restarts}
+            return {**evaluation.to_dict(), "details": details}
+        return Evaluation(
+            status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"
+        ).to_dict()
+
+    def shutdown(self) -> None:
+        """Stop the fork-server (it kills its candidates' process groups) and remove the root."""
+        with self._server_lock:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            self.scratch.close()

@@ -1,0 +1,361 @@
+"""``EvaluatorPool``: Ray actors that turn (task, source) into an :class:`Evaluation`.
+
+One actor per GPU (CPU actors on a cluster without GPUs, whose candidates run under Triton's
+interpreter), each with ``concurrency_per_worker`` candidates in flight
+(:mod:`evokernel.pool.actor`). The same code runs on a laptop's local cluster and on a multi-node
+cluster reached by address. The pool knows nothing of islands or strategies.
+
+In front of the actors:
+
+* **Admission** (:mod:`evokernel.pool.fair_queue`): never more than workers x concurrency calls
+  submitted to Ray; up to ``max_queue`` more wait, served round robin over tenants (runs) and by
+  priority within one (fix attempts first); callers beyond that wait to enter.
+* **Deduplication**: identical (task, source, settings) requests are evaluated once; a request
+  that arrives while its twin is in flight waits for it, later ones get the remembered result
+  (crashes and timeouts are not remembered). Either copy says ``details["deduplicated"]``.
+* **Baselines** (:mod:`evokernel.pool.baseline_cache`): a task's eager and ``torch.compile`` baselines
+  are measured once, by a request of their own before its first candidate, and cached.
+* **Faults**: an actor that dies (node lost, killed) is replaced, and every candidate it had in
+  flight is retried once on the least-loaded actor, then ``crashed`` with the reason.
+
+Each evaluation's ``details["stages"]`` starts with ``queue`` (waiting here and for the GPU lock)
+and ``start`` (launch until the supervisor runs) before the verifier's own stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections import OrderedDict
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, WorkerCrashedError
+
+from evokernel.config.schema import EvaluationConfig, RayConfig
+from evokernel.evaluation.baselines import compile_enabled
+from evokernel.evaluation.request import build_request
+from evokernel.exceptions import EvaluationError
+from evokernel.pool.actor import EvaluatorActor, Hardware
+from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
+from evokernel.pool.fair_queue import FairQueue
+from evokernel.pool.health import PoolStats
+from evokernel.types import Evaluation, Status, Task, source_hash
+
+__all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
+
+log = logging.getLogger(__name__)
+# Finished evaluations remembered for deduplication (a few KB each).
+MEMO_SIZE = 4096
+# Seconds an actor gets to stop its fork-server and remove its scratch root before it is killed.
+SHUTDOWN_GRACE_S = 10.0
+BASELINES_TENANT = "baselines"
+
+
+def init_ray(config: RayConfig) -> None:
+    """Start a local cluster (default) or join ``config.address``; a no-op when Ray is up."""
+    if ray.is_initialized():
+        return
+    # Ray's own uv/runtime-env hooks would try the network on some setups; the driver needs none.
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": logging.WARNING,
+        "log_to_driver": True,
+    }
+    if config.address:
+        ray.init(address=config.address, **kwargs)
+    else:
+        # Ray >= 2.59 turns token authentication on for a local cluster and logs a warning about
+        # it on every start. We keep it on (without a token any local process, a candidate
+        # included, could submit work to the cluster's loopback endpoints) and drop only that
+        # notice; a user's own RAY_AUTH_MODE (e.g. `disabled`) still wins. Setting the variable
+        # here instead would not do: Ray caches its config when it is imported.
+        notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = notice.level
+        notice.setLevel(logging.ERROR)
+        try:
+            ray.init(num_cpus=config.num_cpus, **kwargs)
+        finally:
+            notice.setLevel(level)
+
+
+def default_concurrency(device: str, cpus_per_actor: int) -> int:
+    """Candidates in flight per actor when the config says 0. GPU: one per two of the actor's CPUs
+    (each candidate is a supervisor and a worker process, CPU-bound while Triton compiles), at most
+    8; on the 16-core H100 node 4, 8 and 12 in flight gave 46, 58-61 and 59 Triton candidates/min
+    (docs/benchmarks.md). CPU: the interpreter is CPU-bound, so more than one per actor only adds
+    contention."""
+    if device != "cuda":
+        return 1
+    return max(1, min(8, cpus_per_actor // 2))
+
+
+class EvaluatorPool:
+    """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
+    task's baselines are measured once per device and software versions, not per candidate."""
+
+    # The engine passes tenant= and priority= to pools that say so (work.TenantAwareEvaluator).
+    tenant_aware = True
+
+    def __init__(
+        self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
+    ) -> None:
+        init_ray(ray_config)
+        self.config = config
+        resources = ray.cluster_resources()
+        self.gpus = int(resources.get("GPU", 0))
+        if config.device == "auto":
+            self.device = "cuda" if self.gpus > 0 else "cpu"
+        elif config.device in ("cpu", "cuda"):
+            self.device = config.device
+        else:
+            raise EvaluationError(f"evaluation.device must be auto, cpu or cuda, not {config.device!r}")
+        if self.device == "cuda" and self.gpus == 0:
+            raise EvaluationError(
+                "evaluation.device=cuda but the Ray cluster has no GPU; use device=auto or cpu"
+            )
+        if config.concurrency_per_worker < 0 or config.max_queue < 0:
+            raise EvaluationError(
+                "evaluation.concurrency_per_worker and evaluation.max_queue must be >= 0 (0: automatic)"
+            )
+        cpus = int(resources.get("CPU", 1))
+        default_workers = self.gpus if self.device == "cuda" else max(1, min(2, cpus))
+        self.size = config.workers or default_workers
+        automatic = default_concurrency(self.device, cpus // self.size)
+        self.concurrency = config.concurrency_per_worker or automatic
+        self.capacity = self.size * self.concurrency
+        # A load_inline build gets the actor's share of the CPUs, split among its candidates.
+        self.build_jobs = max(1, cpus // self.size // self.concurrency)
+        self.scale = (
+            config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
+        )
+        self.queue = FairQueue(self.capacity, config.max_queue or 4 * self.capacity)
+        # Retries after a harness fault run one at a time, alone (_retry_alone).
+        self._alone: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._held_for_retry = 0
+        self.stats = PoolStats()
+        # Actor handles and the requests each has in flight (read them; the pool changes them).
+        self.actors = [self._new_actor() for _ in range(self.size)]
+        self.loads = [0] * self.size
+        self.max_submitted = 0
+        self._hardware: Hardware | None = None
+        self._memo: OrderedDict[str, Evaluation] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[Evaluation]] = {}
+        self.baselines = BaselineCache(
+            baselines,
+            scale=self.scale,
+            compile_on=compile_enabled(config.compile_baseline, self.device),
+            hardware=self.hardware,
+            measure=self._measure_baselines,
+        )
+
+    def _new_actor(self) -> Any:
+        actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class
+        # +2 threads: hardware() and diagnostics are answered while evaluations run.
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_concurrency": self.concurrency + 2}
+        if self.device == "cuda":
+            options["num_gpus"] = 1
+        # The precompiled header pays off for CUDA load_inline builds; on a CPU node it would cost
+        # ~50 s of two cores at start (46.6 s on the H100 node) for candidates that rarely build C++.
+        headers = self.config.precompiled_header and self.device == "cuda"
+        return actor_cls.options(**options).remote(self.device, self.build_jobs, self.config.warm, headers)
+
+    async def hardware(self) -> Hardware:
+        if self._hardware is None:
+            self._hardware = Hardware(**await self.actors[0].hardware.remote())
+        return self._hardware
+
+    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
+        return build_request(
+            task,
+            source,
+            device=self.device,
+            scale=self.scale,
+            seeds=self.config.seeds,
+            timing=self.config.timing,
+            evaluation=self.config,
+            baselines=baselines,
+        )
+
+    # ---- the public call --------------------------------------------------------------------------
+    async def evaluate(
+        self, task: Task, source: str, *, tenant: str = "default", priority: int = 0
+    ) -> Evaluation:
+        """Evaluate ``source`` for ``task``; ``tenant`` (a run id) and ``priority`` (higher first)
+        order the wait when the pool is full."""
+        if not self.config.dedup:
+            return await self._evaluate_new(task, source, tenant, priority)
+        key = self._dedup_key(task, source)
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            self.stats.deduplicated += 1
+            return _deduplicated(self._memo[key])
+        if key in self._pending:
+            self.stats.deduplicated += 1
+            return _deduplicated(await asyncio.shield(self._pending[key]))
+        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved"
+        self._pending[key] = future
+        try:
+            evaluation = await self._evaluate_new(task, source, tenant, priority)
+        except asyncio.CancelledError:
+            future.cancel()  # its waiters are cancelled too (the driver is stopping)
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            del self._pending[key]
+        future.set_result(evaluation)
+        if evaluation.status not in (Status.CRASHED, Status.TIMEOUT):
+            self._memo[key] = evaluation
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return evaluation
+
+    def _dedup_key(self, task: Task, source: str) -> str:
+        # The rest of a request (variants, seeds, timing, device) follows from the task's source and
+        # the pool's settings, which are fixed for its life: no need to build one per call.
+        return f"{task.source_hash}:{source_hash(source)}"
+
+    async def _evaluate_new(self, task: Task, source: str, tenant: str, priority: int) -> Evaluation:
+        arrived = time.monotonic()
+        await self.baselines.ensure(task)
+        await self.queue.acquire(tenant, priority)
+        queued_s = time.monotonic() - arrived
+        try:
+            request = self.request(task, source, self.known_baselines(task))
+            evaluation = await self._submit(request)
+            if evaluation.details.get("harness_fault"):
+                evaluation = await self._retry_alone(request, evaluation)
+        finally:
+            self.queue.release()
+        evaluation = _with_queue_and_start(evaluation, queued_s)
+        self.baselines.store(task, evaluation)
+        self.stats.record(evaluation)
+        return evaluation
+
+    async def _retry_alone(self, request: dict[str, Any], first: Evaluation) -> Evaluation:
+        """Run a request again with nothing else in flight on the pool, after the harness itself
+        failed (e.g. out of GPU memory with eight candidates sharing it): no slot is handed out
+        meanwhile, and the ones in flight finish first. The retry's verdict stands, with the first
+        failure kept in ``details["harness_retry"]``."""
+        self.stats.harness_faults += 1
+        loop = asyncio.get_running_loop()
+        if self._alone is None or self._alone[0] is not loop:
+            self._alone = (loop, asyncio.Lock())
+        self._held_for_retry += 1  # its slot is held but idle: it does not count as running
+        async with self._alone[1]:
+            self._held_for_retry -= 1
+            self.queue.capacity = 1  # hand out no slot while it runs
+            try:
+                while self.queue.in_flight - self._held_for_retry > 1:
+                    await asyncio.sleep(0.2)
+                evaluation = await self._submit(request)
+            finally:
+                self.queue.capacity = self.capacity
+                self.queue.refill()  # the slots held back go to the waiting requests
+        return dataclasses.replace(
+            evaluation, details={**evaluation.details, "harness_retry": {"first": first.reason}}
+        )
+
+    async def _submit(self, request: dict[str, Any]) -> Evaluation:
+        """On the least-loaded actor; an actor that dies is replaced and the request retried once
+        on the least-loaded one (every request it had in flight does the same), then ``crashed``."""
+        last_error = ""
+        for _attempt in range(2):
+            index = min(range(self.size), key=self.loads.__getitem__)
+            actor = self.actors[index]
+            self.loads[index] += 1
+            self.max_submitted = max(self.max_submitted, sum(self.loads))
+            try:
+                data = await actor.evaluate.remote(request, self.config.timeout_s)
+                return Evaluation.from_dict(data)
+            except (RayActorError, WorkerCrashedError) as exc:
+                last_error = f"evaluator actor died: {type(exc).__name__}"
+                if self.actors[index] is actor:
+                    log.warning("%s; replacing it", last_error)
+                    self.actors[index] = self._new_actor()
+                    self.stats.replacements += 1
+            finally:
+                self.loads[index] -= 1
+        return Evaluation(status=Status.CRASHED, stage="pool", reason=f"{last_error} (twice)")
+
+    # ---- baselines --------------------------------------------------------------------------------
+    async def prepare(self, tasks: list[Task]) -> None:
+        """Measure (or look up) the tasks' baselines now rather than before their first candidates."""
+        await asyncio.gather(*(self.baselines.ensure(task) for task in tasks))
+
+    async def header_caches(self, wait_s: float = 0.0) -> list[dict[str, Any]]:
+        """Each actor's precompiled-header state (evaluation/pch.py), after waiting up to
+        ``wait_s`` for the builds; a benchmark waits so that it measures the steady state."""
+        return list(await asyncio.gather(*(a.header_cache.remote(wait_s) for a in self.actors)))
+
+    def known_baselines(self, task: Task) -> dict[str, Any] | None:
+        """The baselines entry requests of ``task`` carry (None until measured or looked up)."""
+        return self.baselines.known(task)
+
+    async def _measure_baselines(self, task: Task, cached: dict[str, Any] | None) -> Evaluation:
+        request = {**self.request(task, "", cached), "mode": "baselines", "static_checks": False}
+        await self.queue.acquire(BASELINES_TENANT, priority=1)
+        try:
+            return await self._submit(request)
+        finally:
+            self.queue.release()
+
+    # ---- health and lifetime ----------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "gpus": self.gpus,
+            "workers": self.size,
+            "concurrency_per_worker": self.concurrency,
+            "capacity": self.capacity,
+            "in_flight": self.queue.in_flight,
+            "submitted": sum(self.loads),
+            "queued": self.queue.waiting,
+            "max_submitted": self.max_submitted,
+            "max_queued": self.queue.max_waiting,
+            **self.stats.snapshot(),
+        }
+
+    def shutdown(self) -> None:
+        # A graceful stop first, so each actor removes its scratch root and fork-server; an actor
+        # that does not answer within the grace is killed, and the next actor on its node sweeps
+        # what it left (evaluation/scratch.py).
+        stops = [actor.shutdown.remote() for actor in self.actors]
+        if stops:
+            _done, pending = ray.wait(stops, num_returns=len(stops), timeout=SHUTDOWN_GRACE_S)
+            if pending:
+                log.warning("%d evaluator actors did not stop in %.0f s", len(pending), SHUTDOWN_GRACE_S)
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+    async def __aenter__(self) -> EvaluatorPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.sleep(0)
+        self.shutdown()
+
+
+def _deduplicated(evaluation: Evaluation) -> Evaluation:
+    return dataclasses.replace(evaluation, details={**evaluation.details, "deduplicated": True})
+
+
+def _with_queue_and_start(evaluation: Evaluation, queued_s: float) -> Evaluation:
+    """Prepend ``queue`` (the pool's queue plus the supervisor's GPU lock waits) and ``start``."""
+    details = dict(evaluation.details)
+    lock_wait = float((details.get("gpu_lock") or {}).get("wait_s", 0.0))
+    entries = [
+        {"stage": "queue", "status": "passed", "reason": "", "seconds": round(queued_s + lock_wait, 4)}
+    ]
+    if "start_s" in details:
+        entries.append({"stage": "start", "status": "passed", "reason": "", "seconds": details["start_s"]})
+    details["stages"] = entries + list(details.get("stages", []))
+    return dataclasses.replace(evaluation, details=details)

@@ -1,0 +1,341 @@
+"""One proposal's work: mutate it (or brainstorm ideas), record the candidate, evaluate it, and
+tell the strategy and the mutator how it went. :class:`ProposalWork` is the half of the engine
+that runs inside each job; :mod:`evokernel.run.engine` sequences the jobs and keeps the budgets.
+
+Reproducibility: a proposal's randomness (``MutationRequest.rng_seed``) and the duplicate check
+depend on what the proposal *is* (task, island, generation, branch, operator, parents' sources,
+idea) and on earlier generations, never on the order work was recorded or finished in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from evokernel.config.schema import ExperimentConfig
+from evokernel.db import SolutionLibrary
+from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
+from evokernel.run.budget import RunBudget
+from evokernel.strategies.base import Strategy
+from evokernel.strategies.view import IDEAS, RunView
+from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
+
+SEED_FILE = "seed_file"
+# Most recently evaluated candidates kept per task for parent lookups (~2 KiB of source each).
+PARENT_CACHE = 4096
+
+
+class HardwareInfo(Protocol):
+    def describe(self) -> str: ...
+
+
+class Evaluator(Protocol):
+    """What the engine needs of an evaluation pool (:class:`~evokernel.pool.EvaluatorPool`, or an
+    in-process evaluator in tests and benchmarks)."""
+
+    size: int
+
+    async def evaluate(self, task: Task, source: str) -> Evaluation: ...
+
+    async def hardware(self) -> HardwareInfo: ...
+
+
+class TenantAwareEvaluator(Protocol):
+    """A pool shared fairly by runs (:class:`~evokernel.pool.EvaluatorPool`): requests carry the
+    run id as ``tenant`` and a ``priority`` (fix attempts first); ``health()`` feeds progress."""
+
+    tenant_aware: bool
+
+    async def evaluate(
+        self, task: Task, source: str, *, tenant: str = ..., priority: int = ...
+    ) -> Evaluation: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+
+# Seconds between pool health lines in the progress output.
+HEALTH_EVERY_S = 30.0
+FIX_PRIORITY = 1
+
+
+@dataclass
+class TaskProgress:
+    task: Task
+    strategy: Strategy
+    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    stopped: str = ""
+    # evaluated + pending + open candidate proposals: what the evaluation budget has committed.
+    committed: int = 0
+    evaluated: int = 0
+    failed_streak: int = 0
+    # source hash -> (generation, proposal seq) of its first candidate; see Engine._avoid.
+    hashes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    avoid_cache: tuple[int, frozenset[str]] | None = None
+    # (generation, evaluated candidates of earlier generations): MutationRequest.history.
+    history_cache: tuple[int, tuple[Scored, ...]] | None = None
+    by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
+
+    def add_hash(self, digest: str, generation: int, seq: int) -> None:
+        if digest not in self.hashes:
+            self.hashes[digest] = (generation, seq)
+            self.by_generation.setdefault(generation, {})[digest] = seq
+
+    best: Scored | None = None
+    failure: BaseException | None = None  # the first exception a job raised
+    last_generation: int = -1  # highest generation of a recorded proposal
+    # Evaluated candidates by id (they never change), so parents are not read back per proposal.
+    evaluated_cache: OrderedDict[int, Scored] = field(default_factory=OrderedDict)
+
+    def remember(self, scored: Scored) -> None:
+        self.evaluated_cache[scored.candidate.id] = scored
+        if len(self.evaluated_cache) > PARENT_CACHE:
+            self.evaluated_cache.popitem(last=False)
+
+
+class ProposalWork:
+    """The engine's per-job half; :class:`~evokernel.run.engine.Engine` sets these attributes."""
+
+    config: ExperimentConfig
+    library: SolutionLibrary
+    pool: Evaluator
+    run_id: str
+    on_event: Callable[[str, dict[str, object]], None]
+    mutators: dict[str, Mutator]
+    ideas_mutator: Mutator | None
+    budget: RunBudget
+    _eval_limit: asyncio.Semaphore
+    _llm_limit: asyncio.Semaphore
+    _released: asyncio.Event
+    _hardware: str
+    _health_at: float = 0.0
+
+    def _view(self, progress: TaskProgress) -> RunView:
+        raise NotImplementedError
+
+    def _uses_llm(self, operator: str) -> bool:
+        if operator == IDEAS:
+            return self.ideas_mutator is not None
+        mutator = self.mutators.get(operator)
+        return mutator is not None and mutator.uses_llm
+
+    def _spawn(self, progress: TaskProgress, coro: Coroutine[Any, Any, None]) -> None:
+        job = asyncio.ensure_future(coro)
+        progress.in_flight.add(job)
+        job.add_done_callback(lambda done: self._finished(progress, done))
+
+    def _finished(self, progress: TaskProgress, job: asyncio.Task[None]) -> None:
+        progress.in_flight.discard(job)
+        if not job.cancelled() and job.exception() is not None and progress.failure is None:
+            progress.failure = job.exception()
+
+    # ---- one proposal -----------------------------------------------------------------------------
+    def rng_seed(self, proposal: Proposal, parents: tuple[Scored, ...]) -> int:
+        """Per-proposal randomness keyed by what the proposal is -- parents by their source, since
+        row ids depend on the order tasks and proposals were recorded -- never by when."""
+        p = proposal
+        parent_hashes = ",".join(sc.candidate.source_hash for sc in parents)
+        parts = (
+            self.config.seed,
+            p.task,
+            p.island,
+            p.generation,
+            p.branch,
+            p.operator,
+            parent_hashes,
+            p.idea,
+        )
+        key = "|".join(map(str, parts))
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+    def _avoid(self, progress: TaskProgress, proposal: Proposal) -> frozenset[str]:
+        """Sources a proposal must not repeat: every earlier generation's, and those of its own
+        generation recorded before it. Synchronous mutators (tune) run in recording order, so
+        for them this set does not depend on timing; an LLM sibling still in flight is missed."""
+        gen, seq = proposal.generation, proposal.seq if proposal.seq is not None else -1
+        cache = progress.avoid_cache
+        if cache is None or cache[0] != gen:
+            cache = (gen, frozenset(h for h, (g, _s) in progress.hashes.items() if g < gen))
+            progress.avoid_cache = cache
+        same = [h for h, s in progress.by_generation.get(gen, {}).items() if s < seq]
+        return cache[1] | frozenset(same) if same else cache[1]
+
+    async def _process(self, progress: TaskProgress, proposal: Proposal, reserved: bool = False) -> None:
+        lib = self.library
+        assert proposal.id is not None
+        uses_llm = self._uses_llm(proposal.operator)
+        if uses_llm and not reserved:  # re-run of an open proposal after a crash
+            self.budget.reserved_jobs += 1
+        calls: tuple[LLMCall, ...] = ()
+        try:
+            if proposal.operator == IDEAS:
+                calls = await self._ideas(progress, proposal)
+                return
+            request, result = await self._mutate(progress, proposal)
+            calls = result.llm_calls
+        finally:
+            if uses_llm:
+                self.budget.settle(calls)
+                self._released.set()
+        source = result.source
+        if source is None or request is None:
+            self._fail(progress, proposal, result.error or "no candidate", result.raw_reply, request, result)
+            return
+        if source_hash(source) in request.avoid:
+            self._fail(
+                progress, proposal, "duplicate of a candidate of an earlier generation", "", request, result
+            )
+            return
+        candidate = lib.add_candidate(self.run_id, proposal, source)
+        progress.add_hash(candidate.source_hash, candidate.generation, proposal.seq or 0)
+        if progress.avoid_cache is not None and candidate.generation < progress.avoid_cache[0]:
+            progress.avoid_cache = None
+        progress.failed_streak = 0
+        await self._evaluate(progress, candidate, request, result)
+
+    async def _mutate(
+        self, progress: TaskProgress, proposal: Proposal
+    ) -> tuple[MutationRequest | None, MutationResult]:
+        task, lib = progress.task, self.library
+        if proposal.operator == SEED_FILE:
+            if task.seed_source is None:
+                return None, MutationResult(None, error=f"task {task.name} has no seed implementation")
+            request = MutationRequest(proposal=proposal, task=task, avoid=self._avoid(progress, proposal))
+            return request, MutationResult(task.seed_source)
+        mutator = self.mutators.get(proposal.operator)
+        if mutator is None:
+            error = f"no configured mutator serves operator {proposal.operator!r}"
+            return None, MutationResult(None, error=error)
+        parents = self._parents(progress, proposal)
+        request = MutationRequest(
+            proposal=proposal,
+            task=task,
+            parents=parents,
+            rng_seed=self.rng_seed(proposal, parents),
+            hardware=self._hardware,
+            language=self.config.mutators.llm.language,
+            avoid=self._avoid(progress, proposal),
+            history=self._history(progress, proposal) if mutator.wants_history else (),
+        )
+        if self._uses_llm(proposal.operator):
+            async with self._llm_limit:
+                result = await mutator.mutate(request)
+        else:
+            result = await mutator.mutate(request)
+        for call in result.llm_calls:
+            lib.record_llm_call(self.run_id, proposal.id, call)
+        return request, result
+
+    def _history(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
+        """Evaluated candidates of generations before the proposal's (complete once a generational
+        strategy plans the next one, so this does not depend on timing); one read per generation."""
+        gen = proposal.generation
+        if progress.history_cache is None or progress.history_cache[0] != gen:
+            found = self.library.candidates(self.run_id, progress.task.name, before=gen)
+            progress.history_cache = (gen, tuple(sc for sc in found if sc.evaluation is not None))
+        return progress.history_cache[1]
+
+    def _parents(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
+        cache = progress.evaluated_cache
+        return tuple(
+            cache[pid] if pid in cache else self.library.get_candidate(pid) for pid in proposal.parents
+        )
+
+    async def _ideas(self, progress: TaskProgress, proposal: Proposal) -> tuple[LLMCall, ...]:
+        lib, mutator = self.library, self.ideas_mutator
+        assert proposal.id is not None
+        if mutator is None:
+            lib.fail_proposal(proposal.id, "no configured mutator can brainstorm ideas")
+            return ()
+        parents = self._parents(progress, proposal)
+        request = MutationRequest(
+            proposal=proposal,
+            task=progress.task,
+            parents=parents,
+            rng_seed=self.rng_seed(proposal, parents),
+            hardware=self._hardware,
+            language=self.config.mutators.llm.language,
+        )
+        async with self._llm_limit:
+            # Duck-typed: mutators that can brainstorm (LLMMutator) define ideas(request, count).
+            ideas_call: Any = getattr(mutator, "ideas")  # noqa: B009 - not on the Mutator ABC
+            result = await ideas_call(request, proposal.count)
+        for call in result.llm_calls:
+            lib.record_llm_call(self.run_id, proposal.id, call)
+        if result.ideas:
+            lib.finish_ideas(proposal.id, tuple(result.ideas), result.raw_reply)
+        else:
+            lib.fail_proposal(proposal.id, result.error or "no ideas", result.raw_reply)
+            self.on_event(
+                "mutation_failed", {"task": progress.task.name, "proposal": proposal, "error": result.error}
+            )
+        return tuple(result.llm_calls)
+
+    def _fail(
+        self,
+        progress: TaskProgress,
+        proposal: Proposal,
+        error: str,
+        raw_reply: str,
+        request: MutationRequest | None,
+        result: MutationResult,
+    ) -> None:
+        assert proposal.id is not None
+        self.library.fail_proposal(proposal.id, error, raw_reply)
+        progress.committed -= 1
+        progress.failed_streak += 1
+        self.on_event("mutation_failed", {"task": progress.task.name, "proposal": proposal, "error": error})
+        if request is not None:
+            self._observe_mutator(proposal, request, result, None)
+
+    def _observe_mutator(
+        self, proposal: Proposal, request: MutationRequest, result: MutationResult, ev: Evaluation | None
+    ) -> None:
+        mutator = self.mutators.get(proposal.operator)
+        if mutator is not None:
+            mutator.observe(request, result, ev)
+
+    async def _evaluate(
+        self,
+        progress: TaskProgress,
+        candidate: Candidate,
+        request: MutationRequest | None,
+        result: MutationResult | None,
+    ) -> None:
+        async with self._eval_limit:
+            if getattr(self.pool, "tenant_aware", False):
+                shared: TenantAwareEvaluator = self.pool  # type: ignore[assignment]
+                priority = FIX_PRIORITY if candidate.operator == "fix" else 0
+                evaluation: Evaluation = await shared.evaluate(
+                    progress.task, candidate.source, tenant=self.run_id, priority=priority
+                )
+            else:
+                evaluation = await self.pool.evaluate(progress.task, candidate.source)
+        self.library.record_evaluation(candidate.id, evaluation)
+        progress.evaluated += 1
+        scored = Scored(candidate, evaluation)
+        progress.remember(scored)
+        if request is not None and result is not None:
+            self._observe_mutator(request.proposal, request, result, evaluation)
+        progress.strategy.observe(self._view(progress), scored)
+        if evaluation.status is Status.CORRECT and (
+            progress.best is None or scored.speedup > progress.best.speedup
+        ):
+            progress.best = scored
+        self.on_event(
+            "evaluated",
+            {
+                "task": progress.task.name,
+                "scored": scored,
+                "done": progress.evaluated,
+                "budget": self.config.budget.evaluations,
+                "best": progress.best,
+            },
+        )
+        if getattr(self.pool, "tenant_aware", False) and time.monotonic() - self._health_at > HEALTH_EVERY_S:
+            self._health_at = time.monotonic()
+            self.on_event("pool_health", {"health": self.pool.health()})  # type: ignore[attr-defined]
