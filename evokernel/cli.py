@@ -61,14 +61,25 @@ def _parser() -> argparse.ArgumentParser:
         help="verdict profile: strict (all sizes, fp32 1e-4), kernelbench (default sizes, 5 seeds, "
         "fp32 1e-4, half 1e-2), kernelbench-v0 (the same at 1e-2 for all dtypes, as PIKE)",
     )
+    verify.add_argument("--isolation", default="required", choices=["required", "best-effort"])
+
+    sub.add_parser("doctor", help="what this machine allows for isolating candidates")
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from evokernel.evaluation.isolation import doctor_report
+
+    text, ok = doctor_report()
+    print(text)
+    return 0 if ok else 1
 
 
 def _verify(args: argparse.Namespace) -> int:
     from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
-    config = EvaluationConfig(timeout_s=args.timeout, profile=args.profile)
+    config = EvaluationConfig(timeout_s=args.timeout, profile=args.profile, isolation=args.isolation)
     evaluation = verify(args.task, args.candidate, args.device, config)
     print(to_json(evaluation) if args.json else format_report(evaluation))
     return 0 if evaluation.ok else 1
@@ -168,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _run,
         "runs": _runs,
         "verify": _verify,
+        "doctor": _doctor,
         "sweep": sweep_command.main,
         "report": report_command.main,
         "export": export_command.export,

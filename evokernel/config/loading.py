@@ -91,6 +91,7 @@ def _check(config: ExperimentConfig) -> None:
         "evaluation.device": (config.evaluation.device, ("auto", "cpu", "cuda")),
         "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
         "evaluation.profile": (config.evaluation.profile, tuple(PROFILES)),
+        "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:

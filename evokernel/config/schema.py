@@ -148,6 +148,9 @@ class EvaluationConfig:
     # On a GPU, build a precompiled torch/extension.h once per node (~50 s of two cores, in the
     # background) and let candidates' load_inline builds use it: main.cpp 22.5 s -> 10 s.
     precompiled_header: bool = True
+    # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
+    # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
+    isolation: str = "required"
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 

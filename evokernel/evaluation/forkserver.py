@@ -81,6 +81,12 @@ def _preload() -> None:
     import triton.language  # noqa: F401
 
     import evokernel.evaluation.harness  # noqa: F401
+    from evokernel.evaluation import isolation, seccomp
+
+    # Computed once here, inherited by every child: what each candidate's confinement would redo.
+    isolation.machine_paths()
+    if seccomp.supported_arch():
+        seccomp.program()
 
 
 POISONED = (

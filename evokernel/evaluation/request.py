@@ -54,6 +54,7 @@ def build_request(
         "allow_torch": config.allow_torch,
         "compile_baseline": config.compile_baseline,
         "host_memory_mb": config.host_memory_mb,
+        "isolation": config.isolation,
         "baselines": baselines,
         "static_checks": static_checks,
     }

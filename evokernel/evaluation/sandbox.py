@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from evokernel.evaluation import channel
+from evokernel.evaluation import channel, sessions
 from evokernel.evaluation.feedback import compiler_errors, tail
 from evokernel.evaluation.profiles import DEFAULT_PROFILE
 from evokernel.evaluation.static import check_source
@@ -356,6 +356,8 @@ def _crashed(reason: str, output: str, start: float) -> Evaluation:
 def _kill_group(proc: Child) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    # Members that moved to another group of the session (ninja's compiles; setsid is refused).
+    sessions.kill_session(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired, LauncherError):
         if proc.poll() is None:
             proc.wait(timeout=10.0)  # a fork-server child is reaped by its server, which reports it

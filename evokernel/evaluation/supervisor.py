@@ -59,6 +59,7 @@ class Supervisor:
         self.worker_status: int | None = None
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
+        self.isolation: dict[str, Any] = {}
 
     @property
     def deadline(self) -> float:
@@ -168,6 +169,7 @@ class Supervisor:
             "checks": self.checks,
             "entry_class": self.entry_class,
             "weights": {how: variants for how, variants in self.weights.items() if how},
+            "isolation": self.isolation,
         }
 
     def _fallback_note(self) -> str:
@@ -222,6 +224,7 @@ class Supervisor:
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
         header, _ = self.ask({"op": "build"}, self._init_device)
         self.check_facts({**header, "launches": 1, "failed_launches": 0}, "import")
+        self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
         self.entry_class = str(header.get("entry_class", "ModelNew"))
         self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
         note = inline_build_note(header.get("inline_builds"))

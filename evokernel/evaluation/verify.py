@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evokernel.config.schema import EvaluationConfig
+from evokernel.evaluation.isolation import check
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError
@@ -43,6 +44,7 @@ def verify(
         raise EvaluationError(f"{path}: cannot read the candidate file: {exc}") from exc
     device = resolve_device(device)
     scale = config.scale if config.scale != "auto" else ("full" if device == "cuda" else "small")
+    check(config.isolation)  # refuse before anything runs, naming what the machine lacks
     request = build_request(task, source, device=device, scale=scale, seeds=config.seeds, evaluation=config)
     return run_sandboxed(request, config.timeout_s)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, guards, inline_builds, integrity
+from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation
 from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
     INIT_SEED,
@@ -63,13 +63,14 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         for fd in close_fds:
             os.close(fd)
         guards.die_with_parent()
+        confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
         )
         guards.refuse_network()
         integrity.install_launch_hooks()
         inline_builds.install(request.get("torch_pch"))
-        _Worker(sock, request, workdir).loop()
+        _Worker(sock, request, workdir, confined).loop()
     except channel.ChannelError:
         code = 3  # the supervisor went away; nothing to report to
     except BaseException:  # noqa: BLE001 - the harness side of the worker failed: say why, then exit
@@ -80,9 +81,15 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         os._exit(code)
 
 
+def _pch(request: dict[str, Any]) -> list[str]:
+    return [str(request["torch_pch"])] if request.get("torch_pch") else []
+
+
 class _Worker:
-    def __init__(self, sock: socket.socket, request: dict[str, Any], workdir: Path) -> None:
-        self.sock, self.workdir = sock, workdir
+    def __init__(
+        self, sock: socket.socket, request: dict[str, Any], workdir: Path, confined: dict[str, Any]
+    ) -> None:
+        self.sock, self.workdir, self.confined = sock, workdir, confined
         self.device = torch.device(request["device"])
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -149,6 +156,7 @@ class _Worker:
             "inline_builds": dict(inline_builds.counts),
             "entry_class": self.entry.__name__,
             "failed_builds": list(integrity.failed_builds),
+            "isolation": self.confined,
         }, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:

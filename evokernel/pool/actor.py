@@ -21,6 +21,7 @@ from typing import Any
 
 import ray
 
+from evokernel.evaluation import isolation
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.pch import HeaderCache
@@ -49,8 +50,15 @@ class EvaluatorActor:
     """Runs sandboxed evaluations on the GPU (or CPU) Ray gave it, several at a time."""
 
     def __init__(
-        self, device: str, build_jobs: int, warm: bool = True, precompiled_header: bool = False
+        self,
+        device: str,
+        build_jobs: int,
+        warm: bool = True,
+        precompiled_header: bool = False,
+        isolation_mode: str = "required",
     ) -> None:
+        # On this node, before anything starts: `required` where the kernel cannot isolate fails here.
+        self.isolation = isolation.check(isolation_mode)
         self.device = device
         self.build_jobs = build_jobs
         # Everything the actor writes lives under this root, which goes on every exit path

@@ -162,7 +162,9 @@ class EvaluatorPool:
         # The precompiled header pays off for CUDA load_inline builds; on a CPU node it would cost
         # ~50 s of two cores at start (46.6 s on the H100 node) for candidates that rarely build C++.
         headers = self.config.precompiled_header and self.device == "cuda"
-        return actor_cls.options(**options).remote(self.device, self.build_jobs, self.config.warm, headers)
+        return actor_cls.options(**options).remote(
+            self.device, self.build_jobs, self.config.warm, headers, self.config.isolation
+        )
 
     async def hardware(self) -> Hardware:
         if self._hardware is None:
