@@ -183,6 +183,9 @@ class EvaluationRow(Base):
     feedback: Mapped[str] = mapped_column(Text, default="")
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The verdict profile (evokernel/evaluation/profiles.py) the verdict and figures were reached under.
+    # The server default fills the rows of libraries made before it (migration 0004).
+    profile: Mapped[str] = mapped_column(String(20), default="strict", server_default="strict")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 

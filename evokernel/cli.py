@@ -55,10 +55,17 @@ def _parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="run every verifier stage on one candidate file")
     verify.add_argument("task", help="task file (KernelBench format)")
-    verify.add_argument("candidate", help="candidate file defining ModelNew")
+    verify.add_argument("candidate", help="candidate file defining ModelNew (or its own Model class)")
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     verify.add_argument("--timeout", type=float, default=180.0, help="seconds before the candidate is killed")
+    verify.add_argument(
+        "--profile",
+        default="strict",
+        choices=["strict", "kernelbench", "kernelbench-v0"],
+        help="verdict profile: strict (all sizes, fp32 1e-4), kernelbench (default sizes, 5 seeds, "
+        "fp32 1e-4, half 1e-2), kernelbench-v0 (the same at 1e-2 for all dtypes, as PIKE)",
+    )
     verify.add_argument("--isolation", default="required", choices=["required", "best-effort"])
 
     sub.add_parser("doctor", help="what this machine allows for isolating candidates")
@@ -77,12 +84,8 @@ def _verify(args: argparse.Namespace) -> int:
     from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
-    evaluation = verify(
-        args.task,
-        args.candidate,
-        args.device,
-        EvaluationConfig(timeout_s=args.timeout, isolation=args.isolation),
-    )
+    config = EvaluationConfig(timeout_s=args.timeout, profile=args.profile, isolation=args.isolation)
+    evaluation = verify(args.task, args.candidate, args.device, config)
     print(to_json(evaluation) if args.json else format_report(evaluation))
     return 0 if evaluation.ok else 1
 

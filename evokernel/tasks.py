@@ -301,6 +301,7 @@ def _parse_task(path: Path) -> Task:
         source=source,
         level=level,
         tolerance=tolerance,
+        tolerance_set=tuple(meta.get("tolerance", {})),
         variants=variants,
         small=small,
         seed_source=seed_source,

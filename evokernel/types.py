@@ -55,6 +55,8 @@ class Task:
     source: str
     level: int | None = None
     tolerance: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    # The dtypes whose tolerance the task's EVOKERNEL names (they win over a verdict profile's).
+    tolerance_set: tuple[str, ...] = ()
     variants: tuple[dict[str, Any], ...] = ()
     small: dict[str, Any] = field(default_factory=dict)
     seed_source: str | None = None
@@ -154,6 +156,8 @@ class Evaluation:
     feedback: str = ""
     duration_s: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    # The verdict profile (evaluation/profiles.py) the verdict and figures were reached under.
+    profile: str = "strict"
 
     @property
     def ok(self) -> bool:

@@ -118,7 +118,6 @@ def run_overview(lib: SolutionLibrary, run_id: str) -> RunOverview:
                     .order_by(EvaluationRow.id.desc())
                     .limit(1)
                 ).first()
-            details = ev.details if ev is not None else {}
             out.append(
                 TaskOverview(
                     task=name,
@@ -128,7 +127,8 @@ def run_overview(lib: SolutionLibrary, run_id: str) -> RunOverview:
                     runtime_ms=ev.runtime_ms if ev else None,
                     eager_ms=ev.eager_ms if ev else None,
                     compile_ms=ev.compile_ms if ev else None,
-                    profile=str((details or {}).get("profile") or config_profile),
+                    # The library's evaluations.profile (migration 0004) is what the verdict used.
+                    profile=ev.profile if ev is not None else config_profile,
                     device=ev.device if ev else "",
                     interpreter=bool(ev.interpreter) if ev else False,
                     evaluations=evaluated,

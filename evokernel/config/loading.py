@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from evokernel.config.schema import ExperimentConfig
+from evokernel.evaluation.profiles import PROFILES
 from evokernel.exceptions import ConfigError
 
 
@@ -89,6 +90,7 @@ def _check(config: ExperimentConfig) -> None:
     choices = {
         "evaluation.device": (config.evaluation.device, ("auto", "cpu", "cuda")),
         "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
+        "evaluation.profile": (config.evaluation.profile, tuple(PROFILES)),
         "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
     }
     for key, (value, valid) in choices.items():

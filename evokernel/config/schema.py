@@ -123,6 +123,8 @@ class EvaluationConfig:
     timeout_s: float = 180.0
     # Input seeds per variant (declared variants plus one the candidate was never shown).
     seeds: int = 3
+    # Verdict profile (evaluation/profiles.py): strict, kernelbench or kernelbench-v0.
+    profile: str = "strict"
     # Accept candidates that launch no Triton/CUDA kernel of their own (plain-PyTorch rewrites).
     allow_torch: bool = False
     # torch.compile baseline: auto (on for cuda only: on a CPU it costs tens of seconds), on, off.

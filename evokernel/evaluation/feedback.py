@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import traceback
 from typing import Any
 
@@ -22,6 +23,42 @@ def trim_traceback(exc: BaseException, limit: int = MAX_FEEDBACK_CHARS) -> str:
     if len(text) > limit:
         text = text[: limit // 3] + "\n...\n" + text[-(2 * limit) // 3 :]
     return text
+
+
+# A compiler's diagnostic: gcc/clang "file:12:5: error: ...", nvcc "file(12): error: ...", "nvcc
+# fatal   : Unsupported gpu architecture 'sm_70'", ptxas "ptxas error   : ...", the linker's
+# "undefined reference". Command lines and ninja's summary ("FAILED:", "ninja: build stopped")
+# quote flags, not the fault.
+_DIAGNOSTIC = re.compile(r"(\berror\s*:|\bfatal\s*:|ptxas (fatal|error)|undefined (reference|symbol))", re.I)
+_NOT_DIAGNOSTIC = re.compile(r"^(\[\d+/\d+\]|FAILED:|ninja: |subprocess\.CalledProcessError)")
+MAX_ERROR_LINES = 8
+
+
+def compiler_errors(text: str, limit: int = MAX_ERROR_LINES) -> list[str]:
+    """The compiler's ``error:`` lines of a failed build's output, paths cut to the file name,
+    each once, in order; [] when the text holds none (a Python error, not a build's)."""
+    out: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or _NOT_DIAGNOSTIC.match(line) or not _DIAGNOSTIC.search(line):
+            continue
+        # /tmp/evk-cand-x/torch_extensions/k/main.cpp -> main.cpp
+        line = re.sub(r"(?:/[^\s/:()]+)+/([^\s/:()]+)", r"\1", line)
+        if line not in out:
+            out.append(line[:300])
+        if len(out) >= limit:
+            break
+    return out
+
+
+def failure_text(exc: BaseException, what: str) -> tuple[str, str]:
+    """(reason, feedback) for an exception raised by candidate code. A failed build's reason and
+    feedback carry the compiler's error lines, not the start of the nvcc command line."""
+    errors = compiler_errors(str(exc))
+    if not errors:
+        return f"{what}{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+    reason = f"{what}{type(exc).__name__}: build failed: " + " | ".join(errors[:3])
+    return reason[:700], "compiler errors:\n" + "\n".join(errors) + "\n" + trim_traceback(exc, 600)
 
 
 def tail(text: str, limit: int = MAX_FEEDBACK_CHARS) -> str:

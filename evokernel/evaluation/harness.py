@@ -78,6 +78,19 @@ def main(argv: list[str]) -> int:
         evaluation = supervisor.failed(failure)
     except LockWaitExceeded as exc:  # the pool's overload, reported as such
         evaluation = supervisor.failed(StageFailure(Status.TIMEOUT, supervisor.stage, str(exc)))
+    except torch.OutOfMemoryError as exc:
+        # The supervisor's own allocations (reference, comparison, baselines): on a GPU shared by
+        # several evaluations that is the sharing's failure, not the candidate's. The pool runs it
+        # again alone and counts it apart (harness_fault).
+        evaluation = supervisor.failed(
+            StageFailure(
+                Status.CRASHED,
+                "harness",
+                f"harness fault: the evaluator ran out of GPU memory during {supervisor.stage} "
+                f"({str(exc).splitlines()[0][:200]}); not the candidate's failure",
+            )
+        )
+        evaluation = replace(evaluation, details={**evaluation.details, "harness_fault": "out_of_memory"})
     except Exception as exc:  # noqa: BLE001 - e.g. the reference itself failed: report, do not hide
         evaluation = Evaluation(
             status=Status.CRASHED,

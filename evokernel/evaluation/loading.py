@@ -70,14 +70,34 @@ def build_reference(task: ModuleType, device: torch.device) -> Any:
         return task.Model(*task.get_init_inputs()).to(device).eval()
 
 
-def copy_reference_weights(reference: Any, candidate: Any) -> None:
-    """Same parameter names and shapes: give the candidate the reference's weights exactly, so a
-    candidate that initialises differently is not failed for it."""
+def copy_reference_weights(reference: Any, candidate: Any) -> str:
+    """How the candidate got the reference's weights. Both are built after ``INIT_SEED``, so
+    parameters made in the same order hold the same values under any names ("same seed");
+    where names and shapes match exactly, the reference's state is also copied ("exact copy"),
+    so a candidate that initialises differently is not failed for it. "no parameters" when the
+    reference has none."""
     ref_state, cand_state = reference.state_dict(), candidate.state_dict()
+    if not ref_state:
+        return "no parameters"
     if ref_state.keys() == cand_state.keys() and all(
         ref_state[k].shape == cand_state[k].shape for k in ref_state
     ):
         candidate.load_state_dict(ref_state)
+        return "exact copy (same names and shapes)"
+    return "same seed (names or shapes differ from the reference's)"
+
+
+def candidate_class(module: ModuleType) -> Any:
+    """The class to evaluate: ``ModelNew``, or else a ``Model`` class the candidate file defines
+    itself (PIKE's and some published solutions' format). A ``Model`` it did not define (imported,
+    or bound from elsewhere) is never taken; None when neither is there."""
+    entry = getattr(module, "ModelNew", None)
+    if entry is not None and callable(entry):
+        return entry
+    own = getattr(module, "Model", None)
+    if isinstance(own, type) and own.__module__ == module.__name__:
+        return own
+    return None
 
 
 def is_compile_error(exc: BaseException) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from evokernel.config.schema import EvaluationConfig, TimingConfig
+from evokernel.evaluation.profiles import get_profile, profile_tolerance
 from evokernel.tasks import task_globals_overrides
 from evokernel.types import Task
 
@@ -26,24 +27,29 @@ def build_request(
     """Everything the harness needs; the task travels as source, the variants as global overrides.
 
     ``evaluation`` supplies the verifier settings (``allow_torch``, ``compile_baseline``,
-    ``host_memory_mb``); ``seeds`` and ``timing`` win over it when given. ``baselines`` is a cache
-    entry from :mod:`evokernel.evaluation.baselines`. ``static_checks=False`` is for tests of the
-    run-time layers only.
+    ``host_memory_mb``, ``profile``); ``seeds`` and ``timing`` win over it when given. The
+    profile (evaluation/profiles.py) decides the size variants, the least number of seeds and the
+    tolerance. ``baselines`` is a cache entry from :mod:`evokernel.evaluation.baselines`.
+    ``static_checks=False`` is for tests of the run-time layers only.
     """
     config = evaluation or EvaluationConfig()
-    overrides = [task_globals_overrides(task, scale, v) for v in range(1 + len(task.variants))]
+    profile = get_profile(config.profile)
+    variants = 1 + len(task.variants) if profile.all_sizes else 1
+    overrides = [task_globals_overrides(task, scale, v) for v in range(variants)]
+    tolerance = profile_tolerance(profile, task.tolerance, frozenset(task.tolerance_set))
     return {
         "task": {
             "name": task.name,
             "source": task.source,
-            "tolerance": {k: list(v) for k, v in task.tolerance.items()},
+            "tolerance": {k: list(v) for k, v in tolerance.items()},
             "nondeterministic": task.nondeterministic,
         },
+        "profile": profile.name,
         "overrides": overrides,
-        "unseen": unseen_variant(task, overrides[0]),
+        "unseen": unseen_variant(task, overrides[0]) if profile.all_sizes else None,
         "candidate_source": source,
         "device": device,
-        "seeds": seeds,
+        "seeds": max(seeds, profile.min_seeds),
         "timing": asdict(timing or config.timing),
         "allow_torch": config.allow_torch,
         "compile_baseline": config.compile_baseline,

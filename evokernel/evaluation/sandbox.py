@@ -24,6 +24,7 @@ request, key and pipes, the wait, the group kill, the classification) is the sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -39,7 +40,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evokernel.evaluation import channel, sessions
-from evokernel.evaluation.feedback import tail
+from evokernel.evaluation.feedback import compiler_errors, tail
+from evokernel.evaluation.profiles import DEFAULT_PROFILE
 from evokernel.evaluation.static import check_source
 from evokernel.exceptions import EvaluationError
 from evokernel.types import Evaluation, Status
@@ -166,6 +168,18 @@ def run_sandboxed(
     a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates.
     ``scratch``: where the candidate's working directory goes (an actor's root, so a killed actor's
     candidates are swept with it; default: the system's temp directory)."""
+    evaluation = _run_sandboxed(request, timeout_s, launcher, build_jobs, scratch)
+    # Every verdict says which contract reached it (evaluation/profiles.py), crashes included.
+    return dataclasses.replace(evaluation, profile=str(request.get("profile", DEFAULT_PROFILE)))
+
+
+def _run_sandboxed(
+    request: dict[str, Any],
+    timeout_s: float,
+    launcher: Launcher | None,
+    build_jobs: int | None,
+    scratch: Path | None,
+) -> Evaluation:
     start = time.perf_counter()
     rejected = static_stage(request, start)
     if rejected is not None:
@@ -235,7 +249,13 @@ def classify(
     details = dict(evaluation.details)
     stages = [{"stage": "static", "status": "passed", "reason": "", "seconds": round(static_s, 4)}]
     details["stages"] = stages + list(details.get("stages", []))
-    feedback = evaluation.feedback
+    feedback, reason = evaluation.feedback, evaluation.reason
+    if evaluation.status is Status.COMPILE_ERROR and "build failed:" not in reason:
+        # A verbose build prints the compiler's output instead of putting it in the exception.
+        errors = compiler_errors(output)
+        if errors:
+            reason = f"{reason[:200]}: build failed: " + " | ".join(errors[:3])
+            feedback = "compiler errors:\n" + "\n".join(errors) + "\n" + feedback
     if output.strip():
         details["output_tail"] = tail(output, 2000)
         if evaluation.status is Status.CRASHED:
@@ -244,6 +264,7 @@ def classify(
         {
             **evaluation.to_dict(),
             "details": details,
+            "reason": reason,
             "feedback": feedback,
             "duration_s": time.perf_counter() - start,
         }

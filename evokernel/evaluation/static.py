@@ -2,12 +2,18 @@
 
 The rules are deliberately narrow: each names one trick seen in the wild (KernelBench, METR,
 robust-kbench write-ups) and the syntax it needs. A kernel that computes its output does not need
-any of it: no ``try`` to fall back to PyTorch, no threads, streams or processes, no frame or
+any of it: no threads or processes, no capture checks or external streams, no frame or
 ``globals()`` inspection, no assignment into torch/time/the harness, no file or socket I/O, no
-reference ``Model``, no ``torch.compile`` (its Inductor kernels would pass the launch check), no
-pointer-keyed caches. Python is too dynamic for an AST check to be a proof; the rules are the
-first of several layers (the run-time integrity checks, the audit hook and the process split in
-:mod:`evokernel.evaluation.harness` are the others), and they make the honest path the easy one.
+reference ``Model`` it did not define itself, no ``torch.compile`` (its Inductor kernels would
+pass the launch check), no pointer-keyed caches. What real kernels do with syntax that hacks also
+use is decided at run time from what the call did (integrity.py, supervisor.py): side streams and
+CUDA graphs whose work the call joins before returning, ``try``/``except`` guards whose fallback
+never runs, and a helper class named ``Model`` the candidate defines itself (weight-fusion code
+keeps a copy of the reference) are accepted; work left running, a fallback taken, and the task's
+own ``Model`` (imported, or named without being defined) are refused. Python is too dynamic for
+an AST check to be a proof; the rules are the first of several layers (the run-time integrity
+checks, the audit hook and the process split in :mod:`evokernel.evaluation.harness` are the
+others), and they make the honest path the easy one.
 """
 
 from __future__ import annotations
@@ -102,12 +108,8 @@ FORBIDDEN_ATTRS: dict[str, str] = {
     "execve": "process-control",
     "execvp": "process-control",
     "spawnv": "process-control",
-    "Stream": "streams",
+    # A stream outside torch's pool (a raw handle) escapes the run-time join check (integrity.py).
     "ExternalStream": "streams",
-    "stream": "streams",
-    "set_stream": "streams",
-    "graph": "streams",
-    "CUDAGraph": "streams",
     # Behaving differently while a CUDA graph of the call is captured would fake its graph timing.
     "is_current_stream_capturing": "streams",
     "compile": "generated-kernels",  # torch.compile
@@ -141,10 +143,7 @@ ANY_OWNER_ATTRS = frozenset(
         "is_current_stream_capturing",
         "_exit",
         "fork",
-        "Stream",
         "ExternalStream",
-        "set_stream",
-        "CUDAGraph",
         "_dynamo",
         "_inductor",
         "data_ptr",
@@ -152,15 +151,15 @@ ANY_OWNER_ATTRS = frozenset(
 )
 RULE_HELP: dict[str, str] = {
     "syntax": "the file must parse as Python",
-    "fallback-try": "no try/except inside functions: a kernel that fails must fail, not fall back",
     "threads-processes": "no threads, processes or signals: all work must happen inside the call",
     "process-control": "no fork/exec/exit/kill: the candidate may not end or spawn processes",
-    "streams": "no streams, CUDA graphs or capture checks: work off the timed stream escapes the timer",
+    "streams": "no capture checks or external streams: use torch's streams and join them before returning",
     "monkey-patch": "no assignment into modules (torch, time, triton, the harness) or builtins",
     "introspection": "no frame, globals(), gc, module-table or dispatch-mode inspection, eval/exec, ctypes",
     "raw-io": "no files or raw stdout/stderr: results come only from the returned tensors",
     "network": "no sockets or HTTP",
-    "reference-model": "no use of the reference Model or the evaluator's modules",
+    "reference-model": "no use of the task's reference Model (a Model class the file defines itself is "
+    "its own) or the evaluator's modules",
     "generated-kernels": "no torch.compile/dynamo/inductor: the kernel must be written, not generated",
     "output-cache": "no pointer- or id-keyed caches (data_ptr, id, functools caches)",
 }
@@ -184,9 +183,11 @@ def check_source(source: str) -> list[Violation]:
         return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
     found: list[Violation] = []
     modules = _imported_module_names(tree)
+    # A top-level ``class Model`` is the candidate's own (a helper, or PIKE's name for the
+    # optimized class); naming Model without defining it can only mean the task's.
+    own_model = _defines_own_model(tree)
     for node in ast.walk(tree):
-        found.extend(_check_node(node, modules))
-    found.extend(_fallback_tries(tree))
+        found.extend(_check_node(node, modules, own_model))
     return sorted(set(found), key=lambda v: (v.line, v.rule, v.detail))
 
 
@@ -201,13 +202,28 @@ def _imported_module_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _defines_own_model(tree: ast.Module) -> bool:
+    """``class Model`` at the top level, or ``Model = X`` there for a class X the file defines
+    (PIKE's files alias their optimized class: ``Model = ModelNew``)."""
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    if "Model" in classes:
+        return True
+    return any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "Model" for t in n.targets)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in classes
+        for n in tree.body
+    )
+
+
 def _root_name(node: ast.expr) -> str | None:
     while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _check_node(node: ast.AST, modules: set[str]) -> list[Violation]:
+def _check_node(node: ast.AST, modules: set[str], own_model: bool) -> list[Violation]:
     line = getattr(node, "lineno", 0)
     out: list[Violation] = []
     if isinstance(node, ast.Import | ast.ImportFrom):
@@ -215,7 +231,9 @@ def _check_node(node: ast.AST, modules: set[str]) -> list[Violation]:
         if isinstance(node, ast.ImportFrom) and node.level:
             out.append(Violation("reference-model", line, "relative import"))
         for name in names:
-            rule = FORBIDDEN_MODULES.get(name.split(".")[0])
+            top = name.split(".")[0]
+            # evokernel_reference_N: the worker's name for the loaded task module.
+            rule = FORBIDDEN_MODULES.get("evokernel" if top.startswith("evokernel") else top)
             if rule:
                 out.append(Violation(rule, line, f"imports {name}"))
         if isinstance(node, ast.ImportFrom):
@@ -231,6 +249,8 @@ def _check_node(node: ast.AST, modules: set[str]) -> list[Violation]:
         if node.attr in ANY_OWNER_ATTRS or _root_name(node.value) in modules:
             out.append(Violation(FORBIDDEN_ATTRS[node.attr], line, f"uses .{node.attr}"))
     elif isinstance(node, ast.Name) and node.id in ("Model", "__builtins__", "__loader__", "__spec__"):
+        if node.id == "Model" and own_model:
+            return out
         out.append(Violation("reference-model" if node.id == "Model" else "introspection", line, node.id))
     elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
         targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
@@ -240,19 +260,3 @@ def _check_node(node: ast.AST, modules: set[str]) -> list[Violation]:
                     out.append(Violation("monkey-patch", line, f"assigns into {_root_name(sub)}"))
                     break
     return out
-
-
-def _fallback_tries(tree: ast.Module) -> list[Violation]:
-    """``try`` with handlers inside any function (module-level import guards stay allowed)."""
-    out: list[Violation] = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Try | ast.TryStar) and node.handlers:
-                out.append(Violation("fallback-try", node.lineno, f"try/except in {_name(fn)}"))
-    return out
-
-
-def _name(fn: ast.AST) -> str:
-    return getattr(fn, "name", "lambda")

@@ -50,6 +50,11 @@ class Supervisor:
         self.tolerance = {k: tuple(v) for k, v in request["task"]["tolerance"].items()}
         self.stages: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
+        # How the candidate got the reference's weights, per variant (loading.copy_reference_weights).
+        self.weights: dict[str, list[int]] = {}
+        self.entry_class = "ModelNew"
+        # load_inline builds that failed while the candidate was imported and that it caught.
+        self.failed_builds: list[str] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
         self.worker_status: int | None = None
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
@@ -155,8 +160,25 @@ class Supervisor:
             stage=failure.stage,
             reason=failure.reason,
             feedback=failure.feedback,
-            details={"stages": self.stages, "checks": self.checks, "isolation": self.isolation},
+            details=self.details(),
         )
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "stages": self.stages,
+            "checks": self.checks,
+            "entry_class": self.entry_class,
+            "weights": {how: variants for how, variants in self.weights.items() if how},
+            "isolation": self.isolation,
+        }
+
+    def _fallback_note(self) -> str:
+        if not self.failed_builds:
+            return ""
+        return (
+            "; its load_inline build failed at import and the candidate caught it, so its PyTorch "
+            f"fallback ran: {' | '.join(self.failed_builds)}"
+        )[:700]
 
     def reject(self, rule: str, reason: str) -> StageFailure:
         return StageFailure(Status.REJECTED, "integrity", f"rule {rule}: {reason}")
@@ -175,11 +197,25 @@ class Supervisor:
             )
         if facts.get("stream_changed"):
             raise self.reject("streams", f"{where}: the call left a different current stream")
+        if facts.get("streams_left_running"):
+            raise self.reject(
+                "side-stream",
+                f"{where}: work on {facts['streams_left_running']} other stream(s) was still running "
+                f"after the call's own stream had finished (the GPU stayed busy "
+                f"{facts.get('left_running_ms', 0):.4g} ms more): the call forked work it did not join "
+                "back, which a timer on its stream never sees",
+            )
+        if facts.get("failed_launches"):
+            raise self.reject(
+                "fallback",
+                f"{where}: a kernel launch raised ({facts.get('last_launch_failure') or 'an error'}) and the "
+                "call returned anyway: its try/except fallback ran instead of the kernel",
+            )
         if not self.request["allow_torch"] and int(facts.get("launches", 0)) < 1:
             raise self.reject(
                 "own-kernel",
                 f"{where}: the call launched no Triton or CUDA kernel of its own (computed with PyTorch "
-                "ops, called the reference, or returned a cached result)",
+                "ops, called the reference, or returned a cached result)" + self._fallback_note(),
             )
 
     def run(self) -> Evaluation:
@@ -187,9 +223,12 @@ class Supervisor:
         # Both CUDA contexts are made here, before any GPU lock is taken: the worker's in its build
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
         header, _ = self.ask({"op": "build"}, self._init_device)
-        self.check_facts({**header, "launches": 1}, "import")
+        self.check_facts({**header, "launches": 1, "failed_launches": 0}, "import")
         self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
-        self.passed(inline_build_note(header.get("inline_builds")))
+        self.entry_class = str(header.get("entry_class", "ModelNew"))
+        self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
+        note = inline_build_note(header.get("inline_builds"))
+        self.passed("; ".join(x for x in (note, f"evaluated class {self.entry_class}") if x))
 
         self.enter("correctness")
         worst, nondeterministic = 0.0, bool(self.request["task"]["nondeterministic"])
@@ -212,7 +251,8 @@ class Supervisor:
                 if unseen
                 else f"variant {index} {overrides or '(default sizes)'}"
             )
-            self.ask({"op": "variant", "index": index, "overrides": overrides})
+            answer, _ = self.ask({"op": "variant", "index": index, "overrides": overrides})
+            self.weights.setdefault(str(answer.get("weights", "")), []).append(index)
             if self.device.type == "cuda":
                 # The candidate's JIT builds for these sizes, outside the GPU lock (worker.warm).
                 # Triton's interpreter builds nothing: on a CPU the call would only cost time.
@@ -225,7 +265,10 @@ class Supervisor:
                 worst = max(worst, self._trial(task, reference, index, seed, label, nondeterministic))
         self.passed(f"{len(self.checks)} trials, max abs error {worst:.3g}")
         self.enter("integrity")
-        self.passed("own kernel launched in every call; no threads, streams or harness changes")
+        self.passed(
+            "own kernel launched in every call; no fallback taken; no threads, processes or harness "
+            "changes; no work left running on other streams"
+        )
         return self._timing(worst)
 
     @property
@@ -358,10 +401,8 @@ class Supervisor:
             speedup_compile=speedup_c,
             feedback=feedback,
             details={
-                "stages": self.stages,
-                "checks": self.checks,
+                **self.details(),
                 "outputs_via": self.outputs_via(),
-                "isolation": self.isolation,
                 "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
             },
         )

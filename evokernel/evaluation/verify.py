@@ -55,6 +55,7 @@ def report_dict(evaluation: Evaluation) -> dict[str, Any]:
         "status": evaluation.status.value,
         "reason": evaluation.reason,
         "stage": evaluation.stage,
+        "profile": evaluation.profile,
         "speedup_eager": evaluation.speedup_eager if evaluation.ok else None,
         "speedup_compile": evaluation.speedup_compile if evaluation.ok else None,
         "runtime_ms": evaluation.runtime_ms,
@@ -73,6 +74,7 @@ def report_dict(evaluation: Evaluation) -> dict[str, Any]:
 
 def format_report(evaluation: Evaluation) -> str:
     lines = [f"status: {evaluation.status.value}" + (f" ({evaluation.stage})" if evaluation.stage else "")]
+    lines.append(f"profile: {evaluation.profile}")
     if evaluation.reason:
         lines.append(f"reason: {evaluation.reason}")
     for stage in evaluation.details.get("stages", []):

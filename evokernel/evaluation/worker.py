@@ -25,10 +25,12 @@ from typing import Any
 import torch
 
 from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation
-from evokernel.evaluation.feedback import trim_traceback
+from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
+    INIT_SEED,
     bitwise_equal,
     build_reference,
+    candidate_class,
     clone,
     copy_reference_weights,
     flatten,
@@ -99,6 +101,9 @@ class _Worker:
             torch.backends.cudnn.allow_tf32 = False
         self.snapshot = integrity.harness_snapshot()
         self.candidate_module: ModuleType | None = None
+        self.entry: Any = None
+        # Every stream of torch's pool on the device: where a call's forked work would still run.
+        self.pool_streams: list[torch.cuda.Stream] = []
         self.task: ModuleType | None = None
         self.model: Any = None
         self.out_bytes = 0
@@ -139,19 +144,23 @@ class _Worker:
         try:
             self.candidate_module = load_module(self.workdir / "candidate.py", "evokernel_candidate")
         except Exception as exc:
+            raise CandidateFailure("compile_error", *failure_text(exc, "import failed: ")) from exc
+        self.entry = candidate_class(self.candidate_module)
+        if self.entry is None:
             raise CandidateFailure(
-                "compile_error", f"import failed: {type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
-            ) from exc
-        if not hasattr(self.candidate_module, "ModelNew"):
-            raise CandidateFailure("compile_error", "the candidate defines no ModelNew")
+                "compile_error", "the candidate defines no ModelNew (nor a Model class of its own)"
+            )
         if self.device.type == "cuda":
             # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
             torch.empty(1, device=self.device)
+            self.pool_streams = integrity.pool_streams(self.device)
         changed = integrity.changed_harness(self.snapshot)
         return {
             "ok": True,
             "changed_harness": changed,
             "inline_builds": dict(inline_builds.counts),
+            "entry_class": self.entry.__name__,
+            "failed_builds": list(integrity.failed_builds),
             "isolation": self.confined,
         }, b""
 
@@ -161,18 +170,18 @@ class _Worker:
         )
         reference = build_reference(self.task, self.device)
         try:
-            torch.manual_seed(0)
-            assert self.candidate_module is not None
+            # The reference's seed, as KernelBench and PIKE build both: parameters made in the same
+            # order get the same values whatever the candidate calls them.
+            torch.manual_seed(INIT_SEED)
             with self.device:  # parameters made on the device, as the reference's (loading.py)
-                self.model = self.candidate_module.ModelNew(*self.task.get_init_inputs())
+                self.model = self.entry(*self.task.get_init_inputs())
             self.model = self.model.to(self.device).eval()
         except Exception as exc:
-            raise CandidateFailure(
-                "runtime_error", f"ModelNew(...) raised {type(exc).__name__}", trim_traceback(exc)
-            ) from exc
-        copy_reference_weights(reference, self.model)
+            what = f"{self.entry.__name__}(...) raised {type(exc).__name__}"
+            raise CandidateFailure("runtime_error", what, trim_traceback(exc)) from exc
+        weights = copy_reference_weights(reference, self.model)
         del reference
-        return {"ok": True}, b""
+        return {"ok": True, "weights": weights}, b""
 
     def warm(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One call at the variant's sizes whose result nobody looks at: Triton compiles at a
@@ -185,23 +194,29 @@ class _Worker:
 
     def _call(self, inputs: list[Any], record_ops: bool = False) -> tuple[Any, dict[str, Any]]:
         threads, children = integrity.python_threads(), integrity.child_processes()
-        before = integrity.launches()
+        before, failed_before = integrity.launches(), integrity.failed_launches()
+        left_running = (0, 0.0)
         stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
         recorder = integrity.ComputeOps() if record_ops else contextlib.nullcontext()
         try:
             with torch.no_grad(), recorder:
                 out = self.model(*inputs)
             if stream is not None:
+                # Work forked onto other streams must be joined back to the call's stream, or it
+                # ends after it, unseen by a timer on that stream (rule side-stream).
+                left_running = integrity.streams_left_running(self.pool_streams, stream)
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
-            reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+            reason, feedback = failure_text(exc, "")
             limit = guards.limit_reached(exc)
-            raise CandidateFailure(
-                status, f"{limit} ({reason})" if limit else reason, trim_traceback(exc)
-            ) from exc
+            raise CandidateFailure(status, f"{limit} ({reason})" if limit else reason, feedback) from exc
         facts = {
             "launches": integrity.launches() - before,
+            "failed_launches": integrity.failed_launches() - failed_before,
+            "last_launch_failure": integrity.last_launch_failure(),
+            "streams_left_running": left_running[0],
+            "left_running_ms": left_running[1],
             "new_threads": len(integrity.python_threads() - threads),
             "new_processes": len(integrity.child_processes() - children),
             "stream_changed": stream is not None and torch.cuda.current_stream(self.device) != stream,

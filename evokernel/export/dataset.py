@@ -136,7 +136,7 @@ def _rows(lib: SolutionLibrary, run: analysis.RunRow) -> list[dict[str, Any]]:
                     "verdict": r.status,
                     "stage": e.stage if e else "",
                     "reason": r.reason,
-                    "profile": str((e.details or {}).get("profile") or profile) if e else profile,
+                    "profile": e.profile if e else profile,
                     "device": e.device if e else "",
                     "interpreter": bool(e.interpreter) if e else False,
                     "runtime_ms": e.runtime_ms if e else None,

@@ -140,6 +140,9 @@ class EvaluatorPool:
         )
         capacity = planned * self.concurrency
         self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
+        # Retries after a harness fault run one at a time, alone (_retry_alone).
+        self._alone: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._held_for_retry = 0
         self.stats = PoolStats()
         self.size = self.capacity = 0
         self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
@@ -256,12 +259,38 @@ class EvaluatorPool:
         try:
             request = self.request(task, source, self.known_baselines(task))
             evaluation = await self._submit(request)
+            if evaluation.details.get("harness_fault"):
+                evaluation = await self._retry_alone(request, evaluation)
         finally:
             self.queue.release()
         evaluation = _with_queue_and_start(evaluation, queued_s)
         self.baselines.store(task, evaluation)
         self.stats.record(evaluation)
         return evaluation
+
+    async def _retry_alone(self, request: dict[str, Any], first: Evaluation) -> Evaluation:
+        """Run a request again with nothing else in flight on the pool, after the harness itself
+        failed (e.g. out of GPU memory with eight candidates sharing it): no slot is handed out
+        meanwhile, and the ones in flight finish first. The retry's verdict stands, with the first
+        failure kept in ``details["harness_retry"]``."""
+        self.stats.harness_faults += 1
+        loop = asyncio.get_running_loop()
+        if self._alone is None or self._alone[0] is not loop:
+            self._alone = (loop, asyncio.Lock())
+        self._held_for_retry += 1  # its slot is held but idle: it does not count as running
+        async with self._alone[1]:
+            self._held_for_retry -= 1
+            self.queue.capacity = 1  # hand out no slot while it runs
+            try:
+                while self.queue.in_flight - self._held_for_retry > 1:
+                    await asyncio.sleep(0.2)
+                evaluation = await self._submit(request)
+            finally:
+                self.queue.capacity = self.capacity
+                self.queue.refill()  # the slots held back go to the waiting requests
+        return dataclasses.replace(
+            evaluation, details={**evaluation.details, "harness_retry": {"first": first.reason}}
+        )
 
     async def _submit(self, request: dict[str, Any]) -> Evaluation:
         """On the least-loaded actor; when an actor dies (its node lost, or killed) every request it

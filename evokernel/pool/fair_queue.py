@@ -74,6 +74,11 @@ class FairQueue:
         self.in_flight -= 1
         self._dispatch()
 
+    def refill(self) -> None:
+        """Hand out free slots after ``capacity`` was raised (the pool lowers it to 1 to run one
+        request alone)."""
+        self._dispatch()
+
     def _take(self) -> None:
         self.in_flight += 1
 

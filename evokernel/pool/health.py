@@ -21,6 +21,8 @@ class PoolStats:
     def __init__(self) -> None:
         self.completed = 0
         self.deduplicated = 0
+        # Evaluations the harness itself failed (out of GPU memory), run again alone.
+        self.harness_faults = 0
         self._finished_at: deque[float] = deque()
         self._stage_sum = dict.fromkeys(BREAKDOWN, 0.0)
         self._stage_count = dict.fromkeys(BREAKDOWN, 0)
@@ -50,6 +52,7 @@ class PoolStats:
             "per_min": self.per_minute(),
             "stage_mean_s": means,
             "deduplicated": self.deduplicated,
+            "harness_faults": self.harness_faults,
         }
 
 

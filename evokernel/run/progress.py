@@ -70,6 +70,7 @@ class ProgressPrinter:
         self._t0 = time.monotonic()
         device = getattr(pool, "device", "in-process")
         self._interpreter = device == "cpu"
+        self._profile = config.evaluation.profile
         where = {"cpu": "CPU, Triton interpreter", "cuda": "GPU"}.get(device, device)
         budget = config.budget
         limits = [f"{budget.evaluations} evaluations per task"]
@@ -81,8 +82,8 @@ class ProgressPrinter:
             + ", ".join(limits)
         )
         self.say(
-            f"  pool: {pool.size} evaluator(s) on {where}, {getattr(pool, 'scale', 'given')} task sizes; "
-            f"library: {redact(library.url)}"
+            f"  pool: {pool.size} evaluator(s) on {where}, {getattr(pool, 'scale', 'given')} task sizes, "
+            f"verdict profile {config.evaluation.profile}; library: {redact(library.url)}"
         )
         if self._interpreter:
             self.say(
@@ -124,7 +125,8 @@ class ProgressPrinter:
             status = best.evaluation.status.value if best and best.evaluation else "no correct candidate"
             rows.append([task.name, f"#{best.candidate.id}" if best else "-", status, _speed(best), vs_seed])
         self.say("")
-        self.say(format_table(rows, ["task", "best", "status", "speedup vs eager", "vs seed"]))
+        header = f"speedup vs eager ({getattr(self, '_profile', 'strict')})"
+        self.say(format_table(rows, ["task", "best", "status", header, "vs seed"]))
         if self._interpreter:
             self.say("(interpreter timings on CPU: they rank candidates but say nothing about GPU speed)")
         verb = "was interrupted after" if summary.interrupted else "finished in"

@@ -65,6 +65,10 @@ def test_wrong_type_and_bad_values_are_errors() -> None:
         load_config(QUICKSTART, ["budget.evaluations=many"])
     with pytest.raises(ConfigError, match=r"evaluation\.device"):
         load_config(QUICKSTART, ["evaluation.device=tpu"])
+    with pytest.raises(ConfigError, match=r"evaluation\.profile='kb'.*strict, kernelbench, kernelbench-v0"):
+        load_config(QUICKSTART, ["evaluation.profile=kb"])
+    v0 = load_config(QUICKSTART, ["evaluation.profile=kernelbench-v0"])
+    assert v0.evaluation.profile == "kernelbench-v0"
     with pytest.raises(ConfigError, match="key=value"):
         load_config(QUICKSTART, ["budget.evaluations"])
 

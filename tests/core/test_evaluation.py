@@ -276,6 +276,10 @@ def test_compute_ops_name_the_work_and_the_recompute_rule_spares_mixed_candidate
     assert recomputed_reference(dict(reference.ops), dict(mixed.ops)) is None
     why = recomputed_reference(dict(reference.ops), {**reference.ops, "mm": 1})
     assert why is not None and "addmm, gelu" in why
+    # A network's op called twice, the candidate's kernel doing one of the two: its kernel did work.
+    assert recomputed_reference({"relu": 2, "addmm": 1}, {"relu": 1, "addmm": 1}) is None
+    why = recomputed_reference({"relu": 2, "addmm": 1}, {"relu": 2, "addmm": 3})
+    assert why is not None and "relu x2" in why
     assert recomputed_reference({}, {"mm": 1}) is None  # nothing to recompute in a pure data move
 
 
@@ -288,3 +292,30 @@ def test_the_median_error_estimate_is_not_inflated_by_a_few_outliers() -> None:
     expected = 1.2533 * statistics.stdev(clean) / 20 / statistics.median(clean)
     assert median_rse(clean) == pytest.approx(expected, rel=0.15)
     assert median_rse([1.0, 1.0, 1.0]) == float("inf")  # too few samples to say
+
+
+def test_a_failed_build_is_described_by_the_compiler_error_lines_not_the_command_line() -> None:
+    """The shapes seen on the PIKE corpus on an H200 (session 9): nvcc's own errors, a fatal
+    unsupported architecture, and the host compiler's; the nvcc command line is never quoted."""
+    from evokernel.evaluation.feedback import compiler_errors, failure_text
+
+    output = (
+        "Error building extension 'k': [1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -DTORCH_EXTENSION"
+        "_NAME=k -arch=sm_70 -c /tmp/evk-cand-x/torch_extensions/k/cuda.cu -o cuda.cuda.o\n"
+        "FAILED: cuda.cuda.o\n"
+        '/tmp/evk-cand-x/torch_extensions/k/cuda.cu(11): error: identifier "__fmaxf" is undefined'
+        " in device code\n"
+        "nvcc fatal   : Unsupported gpu architecture 'sm_70'\n"
+        "[2/3] /opt/gcc/bin/g++ -MMD -c /tmp/evk-cand-x/torch_extensions/k/main.cpp -o main.o\n"
+        "/tmp/evk-cand-x/torch_extensions/k/main.cpp:5:3: error: expected ';' before 'return'\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    assert compiler_errors(output) == [
+        'cuda.cu(11): error: identifier "__fmaxf" is undefined in device code',
+        "nvcc fatal   : Unsupported gpu architecture 'sm_70'",
+        "main.cpp:5:3: error: expected ';' before 'return'",
+    ]
+    reason, feedback = failure_text(RuntimeError(output), "import failed: ")
+    assert reason.startswith("import failed: RuntimeError: build failed: cuda.cu(11): error:")
+    assert "nvcc -MD" not in reason and "main.cpp:5:3" in feedback
+    assert compiler_errors("ValueError: shapes do not match") == []

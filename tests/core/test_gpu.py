@@ -34,7 +34,12 @@ CPU_HACKS_ON_GPU = (
     "partial_computation",
     "dummy_launch_torch_compute",
     "triton_copy_then_torch_linear",
+    "try_except_fallback",  # a taken fallback (the launch fails to compile on the GPU too)
+    "own_model_copy_called",
 )
+# CPU legit kernels whose point holds on a GPU too: a guard whose fallback never runs, and
+# parameters made in the same order as the reference's under other names.
+CPU_LEGIT_ON_GPU = ("axpy_never_taken_guard", "linear_renamed_parameters")
 
 
 def run(task: Task, source: str, timeout_s: float = 300, static_checks: bool = True) -> Evaluation:
@@ -101,6 +106,15 @@ def test_cpu_corpus_hack_is_refused_on_the_gpu_too(name: str) -> None:
 
     case = load_case(FIXTURES / "hacks" / f"{name}.py")
     check(run(load_task(case.task), case.path.read_text()), case.expect)
+
+
+@pytest.mark.parametrize("name", CPU_LEGIT_ON_GPU)
+def test_cpu_corpus_legit_kernel_passes_on_the_gpu_too(name: str) -> None:
+    from tests.core.corpus import load_case
+
+    case = load_case(FIXTURES / "legit" / f"{name}.py")
+    ev = run(load_task(case.task), case.path.read_text(), case.timeout_s)
+    assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
 
 
 def test_launch_bound_task_is_compared_graph_to_graph_with_clocks_recorded() -> None:

@@ -115,6 +115,23 @@ def test_identical_sources_are_evaluated_once(pool: EvaluatorPool, axpy_task: Ta
     assert first.runtime_ms == second.runtime_ms == third.runtime_ms
 
 
+def test_a_harness_fault_is_run_again_alone_and_counted_apart(pool: EvaluatorPool) -> None:
+    """The reference itself runs out of memory (the harness's failure): each request is run again
+    with nothing else in flight, its first failure kept, and the pool counts harness faults."""
+    from evokernel.tasks import load_task
+    from tests.core.corpus import FIXTURES
+
+    task = load_task(FIXTURES / "tasks" / "reference_oom.py")
+    seed = (FIXTURES / "tasks" / "axpy.seed.py").read_text()
+    before = pool.health()["harness_faults"]
+    results = gather(pool, task, [seed + f"\n# {i}\n" for i in range(3)])
+    for ev in results:
+        assert (ev.status.value, ev.stage) == ("crashed", "harness"), ev.reason
+        assert "not the candidate's" in ev.details["harness_retry"]["first"]
+    assert pool.health()["harness_faults"] == before + 3
+    assert pool.queue.capacity == pool.capacity and pool.queue.in_flight == 0
+
+
 @pytest.mark.slow
 def test_killing_an_actor_loses_no_candidate(pool: EvaluatorPool, axpy_task: Task) -> None:
     sources = [variant(axpy_task, f"kill {i}", SLOW) for i in range(6)]

@@ -53,7 +53,8 @@ def test_tune_only_run_records_every_step(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "no LLM configured" in text and "mutators.llm.model" in text
     assert "interpreter" in text
-    assert "speedup vs eager" in text and "axpy" in text.splitlines()[-3]
+    assert "speedup vs eager (strict)" in text and "axpy" in text.splitlines()[-3]
+    assert "verdict profile strict" in text
 
     lib = SolutionLibrary(db)
     cands = lib.candidates(summary.run_id, "axpy")

@@ -25,10 +25,12 @@ def test_honest_kernels_break_no_rule(path: object) -> None:
 @pytest.mark.parametrize(
     ("snippet", "rule"),
     [
-        ("def f():\n    try:\n        g()\n    except Exception:\n        pass\n", "fallback-try"),
         ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "monkey-patch"),
         ("import triton\nsetattr(triton, 'jit', None)\n", "monkey-patch"),
-        ("import torch\ng = torch.cuda.CUDAGraph()\n", "streams"),
+        ("import torch\ns = torch.cuda.ExternalStream(0)\n", "streams"),
+        ("import torch\nif torch.cuda.is_current_stream_capturing():\n    pass\n", "streams"),
+        ("class ModelNew:\n    def forward(self, x):\n        return Model()(x)\n", "reference-model"),
+        ("def f():\n    import evokernel_reference_0\n", "reference-model"),
         ("import os\nos.system('ls')\n", "process-control"),
         ("from sys import _getframe\n", "introspection"),
         ("x = vars()\n", "introspection"),
@@ -52,6 +54,23 @@ def test_common_words_on_objects_are_not_flagged() -> None:
         "        for m in self.modules():\n            pass\n        return x.cuda_stream if False else x\n"
     )
     assert check_source(source) == []
+
+
+def test_what_is_decided_at_run_time_breaks_no_rule() -> None:
+    """Streams, CUDA graphs, try/except guards and a Model class of the file's own are judged by
+    what the call does (integrity.py), not by their syntax."""
+    source = (
+        "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+        "class ModelNew(Model):\n    def forward(self, x):\n        s = torch.cuda.Stream()\n"
+        "        g = torch.cuda.CUDAGraph()\n        with torch.cuda.stream(s):\n            pass\n"
+        "        try:\n            y = x + 1\n        except RuntimeError:\n            y = x\n"
+        "        torch.cuda.current_stream().wait_stream(s)\n        return y\n"
+    )
+    assert check_source(source) == []
+    alias = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\nModel = ModelNew\n"
+    assert check_source(alias) == []  # PIKE's files alias their optimized class
+    borrowed = "import torch\nModel = torch.nn.Module\nclass ModelNew(Model):\n    pass\n"
+    assert "reference-model" in {v.rule for v in check_source(borrowed)}
 
 
 def test_module_level_import_guard_is_allowed_and_every_rule_is_documented() -> None:

@@ -140,10 +140,12 @@ def test_record_evaluation_updates_status_and_speedup(lib: SolutionLibrary, run_
         feedback="fine",
         duration_s=3.2,
         details={"variants": [{"n": 8, "max_abs_error": 1e-6}], "checks": ["no_torch_fallback"]},
+        profile="kernelbench-v0",
     )
     lib.record_evaluation(cid, good)
     scored = lib.get_candidate(cid)
-    assert scored.evaluation == good
+    assert scored.evaluation == good  # the verdict profile included
+    assert scored.evaluation is not None and scored.evaluation.profile == "kernelbench-v0"
     assert scored.speedup == 2.5
     assert lib.pending_candidates(run_id, "relu") == []
     assert [sc.candidate.id for sc in lib.top(run_id, "relu", 5)] == [cid]

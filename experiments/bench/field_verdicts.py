@@ -1,0 +1,197 @@
+"""Verdicts on real LLM-written kernels under evokernel's profiles (issue 18).
+
+Runs a folder of KernelBench-format tasks and folders of solution files (``task_N.py`` for the task
+file ``N_Name.py``) through ``EvaluatorPool.evaluate`` under each verdict profile, and prints a table
+per profile (accepted, refused by stage and rule, speedup vs eager) and, last, one JSON line.
+Files that define their optimized class as ``Model`` (PIKE's format) are read as such by the worker
+(loading.candidate_class), the same path ``evokernel verify`` takes for published solutions.
+
+Usage (GPU machine)::
+
+    python3 experiments/bench/field_verdicts.py --tasks CORPUS/tasks \
+        --solutions CORPUS/solutions/orig CORPUS/solutions/openevolve_pop_25_no_agents_300 ... \
+        --profiles kernelbench-v0,strict --details verdicts.json
+
+The corpus is data: it is read and run, never copied into the project. ``torch.compile`` baselines
+are off by default (``--compile-baseline``): 30 level-3 compiles would take most of the run, and
+the issue asks for the speedup over eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+RULE = re.compile(r"rule ([\w-]+)")
+
+
+def pair_files(tasks: Path, folders: list[Path]) -> list[tuple[Path, Path]]:
+    """(task file, solution file) for every ``task_N.py`` whose task ``N_*.py`` exists."""
+    by_number = {p.name.split("_", 1)[0]: p for p in tasks.glob("*.py") if p.name[0].isdigit()}
+    pairs = []
+    for folder in folders:
+        for sol in sorted(folder.glob("task_*.py"), key=lambda p: int(p.stem.split("_")[1])):
+            task = by_number.get(sol.stem.split("_")[1])
+            if task is not None:
+                pairs.append((task, sol))
+    return pairs
+
+
+def verdict_key(row: dict[str, Any]) -> str:
+    """``correct``, or ``status/stage[/rule]`` for a refusal."""
+    if row["status"] == "correct":
+        return "correct"
+    rule = RULE.search(row["reason"] or "")
+    return "/".join([row["status"], row["stage"], *([rule.group(1)] if rule else [])])
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    speedups = [r["speedup_eager"] for r in rows if r["status"] == "correct" and r["speedup_eager"]]
+    return {
+        "kernels": len(rows),
+        "accepted": sum(r["status"] == "correct" for r in rows),
+        "verdicts": dict(Counter(verdict_key(r) for r in rows).most_common()),
+        "geomean_speedup_accepted": round(math.exp(statistics.fmean(map(math.log, speedups))), 4)
+        if speedups
+        else None,
+        "median_speedup_accepted": round(statistics.median(speedups), 4) if speedups else None,
+    }
+
+
+def table(profile: str, rows: list[dict[str, Any]]) -> str:
+    s = summarise(rows)
+    lines = [
+        f"profile {profile}: {s['accepted']}/{s['kernels']} accepted",
+        "| verdict | kernels |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {n} |" for k, n in s["verdicts"].items()]
+    lines.append(f"geomean speedup vs eager (accepted): {s['geomean_speedup_accepted']}")
+    return "\n".join(lines)
+
+
+async def evaluate_all(
+    pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]], stream: Path | None
+) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+
+    async def one(task_path: Path, sol: Path) -> dict[str, Any]:
+        ev = await pool.evaluate(tasks[task_path], sol.read_text())
+        row = {
+            "solution": f"{sol.parent.name}/{sol.name}",
+            "task": task_path.stem,
+            "profile": ev.profile,
+            "status": ev.status.value,
+            "stage": ev.stage,
+            "reason": ev.reason[:1500],
+            "feedback": ev.feedback[:1500],
+            "speedup_eager": ev.speedup_eager,
+            "runtime_ms": ev.runtime_ms,
+            "eager_ms": ev.eager_ms,
+            "max_abs_error": ev.max_abs_error,
+            "weights": ev.details.get("weights"),
+            "entry_class": ev.details.get("entry_class"),
+            "checks": ev.details.get("checks", [])[-3:],
+            "duration_s": round(ev.duration_s, 2),
+        }
+        done.append(row)
+        where = f"[{len(done)}/{len(pairs)}] {row['profile']} {row['solution']}"
+        print(f"{where}: {verdict_key(row)} ({row['duration_s']} s)", flush=True)
+        if stream is not None:
+            with stream.open("a") as f:  # every verdict kept as it comes, for a run cut short
+                f.write(json.dumps(row) + "\n")
+        return row
+
+    return list(await asyncio.gather(*(one(t, s) for t, s in pairs)))
+
+
+def merge(files: list[Path]) -> None:
+    """The tables and the JSON line from verdict streams (one per profile, or runs cut short)."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}  # a later file's verdict wins (a re-run)
+    for path in files:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            latest[row["profile"], row["solution"]] = row
+    by_profile: dict[str, list[dict[str, Any]]] = {}
+    for (profile, _), row in latest.items():
+        by_profile.setdefault(profile, []).append(row)
+    for profile, rows in by_profile.items():
+        print(table(profile, rows))
+    print(json.dumps({"profiles": {p: summarise(rows) for p, rows in by_profile.items()}}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=Path, required=True)
+    parser.add_argument("--solutions", type=Path, nargs="+", required=True)
+    parser.add_argument("--profiles", default="kernelbench-v0,strict")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--concurrency", type=int, default=0)
+    parser.add_argument("--compile-baseline", default="off", choices=["auto", "on", "off"])
+    parser.add_argument("--limit", type=int, default=0, help="first N kernels only (a smoke run)")
+    parser.add_argument("--only", type=Path, help="a file listing the kernels to run, as folder/task_N.py")
+    parser.add_argument("--details", type=Path, help="write every verdict here (JSON)")
+    parser.add_argument("--stream", type=Path, help="append each verdict here as it comes (JSON lines)")
+    parser.add_argument("--merge", type=Path, nargs="+", help="no run: tables and JSON from --stream files")
+    args = parser.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
+
+    import torch
+
+    from evokernel.config.schema import EvaluationConfig, RayConfig
+    from evokernel.db import SolutionLibrary
+    from evokernel.pool import EvaluatorPool
+    from evokernel.tasks import load_task
+
+    pairs = pair_files(args.tasks, args.solutions)
+    if args.only:
+        wanted = set(args.only.read_text().split())
+        pairs = [(t, s) for t, s in pairs if f"{s.parent.name}/{s.name}" in wanted]
+    if args.limit:
+        pairs = pairs[: args.limit]
+    tasks = {t: load_task(t) for t, _ in pairs}
+    print(f"{len(pairs)} kernels over {len(tasks)} tasks", flush=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    results: dict[str, Any] = {"device": device, "kernels": len(pairs), "profiles": {}}
+    details: dict[str, Any] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        library = SolutionLibrary(Path(tmp) / "baselines.db")  # baselines measured once for all profiles
+        for profile in args.profiles.split(","):
+            config = EvaluationConfig(
+                device=device,
+                timeout_s=args.timeout,
+                concurrency_per_worker=args.concurrency,
+                compile_baseline=args.compile_baseline,
+                profile=profile,
+            )
+            pool = EvaluatorPool(config, RayConfig(), baselines=library)
+            if device == "cuda":
+                results["hardware"] = asyncio.run(pool.hardware()).describe()
+            t0 = time.monotonic()
+            rows = asyncio.run(evaluate_all(pool, tasks, pairs, args.stream))
+            pool.shutdown()
+            details[profile] = rows
+            results["profiles"][profile] = {**summarise(rows), "wall_s": round(time.monotonic() - t0, 1)}
+            print(table(profile, rows), flush=True)
+            if args.details:
+                args.details.write_text(json.dumps(details, indent=1))
+    results["wall_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
