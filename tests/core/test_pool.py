@@ -374,8 +374,8 @@ def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_t
         notes = [next(s["reason"] for s in e.details["stages"] if s["stage"] == "build") for e in evs]
         header = "load_inline builds: 1 with the precompiled torch header"
         assert notes == [
-            f"{header}, 1 without torch's header in the .cu",
-            f"{header}, 1 rebuilt as written after failing without it",
+            f"{header}, 1 without torch's header in the .cu; evaluated class ModelNew",
+            f"{header}, 1 rebuilt as written after failing without it; evaluated class ModelNew",
         ]
     finally:
         gpu_pool.shutdown()
