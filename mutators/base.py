@@ -73,6 +73,9 @@ class Mutator(ABC):
     llm_calls_per_job: int | None = None
     # Whether its jobs call an LLM: the run's LLM-call and cost budgets reserve for those only.
     uses_llm: bool = True
+    # Whether :meth:`ideas` can brainstorm (PIKE-B's ``ideas`` operator); the engine routes
+    # ``ideas`` proposals to the first configured mutator that can.
+    can_brainstorm: ClassVar[bool] = False
 
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:
@@ -83,6 +86,11 @@ class Mutator(ABC):
     ) -> None:
         """Told how the candidate of ``request`` did (None: no candidate); e.g. a bandit over models
         learns from it. Called by the engine once per finished proposal; default: ignore."""
+
+    async def ideas(self, request: MutationRequest, count: int) -> IdeasResult:
+        """Up to ``count`` distinct optimization ideas for ``request.task`` (only called when
+        :attr:`can_brainstorm`); never raise for bad LLM output."""
+        return IdeasResult((), error=f"mutator {type(self).__name__} cannot brainstorm ideas")
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most mutators hold nothing
         """Release clients or sessions at the end of a run."""

@@ -68,6 +68,7 @@ class LLMMutator(Mutator):
 
     name: ClassVar[str] = "llm"
     operators: ClassVar[tuple[str, ...]] = ("seed", "mutate", "fix", "crossover")
+    can_brainstorm: ClassVar[bool] = True
 
     def __init__(self, config: LLMConfig, *, backoff_base_s: float = 0.5, backoff_cap_s: float = 8.0) -> None:
         models = resolve_models(config)

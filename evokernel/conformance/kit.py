@@ -76,7 +76,10 @@ class InstantEvaluator:
     async def hardware(self) -> InstantHardware:
         return InstantHardware()
 
-    async def evaluate(self, task: Task, source: str) -> Evaluation:
+    def health(self) -> dict[str, Any]:
+        return {}  # no pool line in the progress output
+
+    async def evaluate(self, task: Task, source: str, *, tenant: str = "", priority: int = 0) -> Evaluation:
         if self.delay_s:
             await asyncio.sleep(self.delay_s * 2 * _unit(source, self.jitter_salt))
         self.evaluated += 1
@@ -100,6 +103,7 @@ class InstantMutator(Mutator):
 
     name: ClassVar[str] = "instant"
     operators: ClassVar[tuple[str, ...]] = ("seed", "mutate", "fix", "crossover", "tune")
+    can_brainstorm: ClassVar[bool] = True
 
     def __init__(
         self,

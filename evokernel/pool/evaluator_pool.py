@@ -85,9 +85,6 @@ class EvaluatorPool:
     """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
     task's baselines are measured once per device and software versions, not per candidate."""
 
-    # The engine passes tenant= and priority= to pools that say so (work.TenantAwareEvaluator).
-    tenant_aware = True
-
     def __init__(
         self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
     ) -> None:

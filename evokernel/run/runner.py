@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from evokernel.config.loading import from_dict, to_dict
 from evokernel.config.schema import ExperimentConfig
@@ -20,6 +19,7 @@ from evokernel.mutators.base import Mutator
 from evokernel.plugins import resolve
 from evokernel.run.engine import Engine, Evaluator
 from evokernel.run.progress import ProgressPrinter, Reporter
+from evokernel.run.summary import RunSummary
 from evokernel.tasks import load_tasks
 from evokernel.types import Scored, Task
 
@@ -29,17 +29,6 @@ LLM_HINT = (
     "mutators.llm.model=openai/gpt-4o with OPENAI_API_KEY set, or a local OpenAI-compatible server "
     "with mutators.llm.model=openai/<name> mutators.llm.api_base=http://127.0.0.1:8000/v1)."
 )
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: str
-    library_url: str
-    best: dict[str, Scored | None]
-    seeds: dict[str, Scored | None]
-    stopped: dict[str, str]
-    # True when a SIGINT stopped the run early (status "interrupted"; resume with --resume).
-    interrupted: bool = False
 
 
 def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
