@@ -109,7 +109,7 @@ class PikeB(Strategy):
         for p in view.proposals(generation=phase - 1):
             if p.operator not in (IDEAS, FIX) and p.parents and p.parents[0] not in parents:
                 parents.append(p.parents[0])
-        return [view.library.get_candidate(pid) for pid in parents]
+        return [view.candidate(pid) for pid in parents]
 
     def _roots(self, view: RunView, phase: int, ideas: Proposal | None) -> list[Proposal]:
         """The phase's first proposals in branch order, or the ideas proposal they wait for."""

@@ -137,8 +137,8 @@ class PikeO(GenerationalStrategy):
     def index(self, view: RunView, generation: int, with_events: bool = True) -> IslandIndex:
         """The islands as ``generation`` starts (``with_events``: after its island events), read
         through the library's island index: a boundary costs O(cells + archive + batch) rows."""
-        return IslandIndex(
-            view, self.islands, generation, spec=self.spec, cell_of=self.cell_key, with_events=with_events
+        return view.island_index(
+            self.islands, generation, spec=self.spec, cell_of=self.cell_key, with_events=with_events
         )
 
     @property
@@ -153,7 +153,7 @@ class PikeO(GenerationalStrategy):
 
     def island_events(self, view: RunView) -> list[IslandEvent]:
         nxt = self.generation_finished(view)
-        if nxt is None or nxt == 0 or view.library.has_island_events(view.run_id, view.task.name, nxt):
+        if nxt is None or nxt == 0 or view.has_island_events(nxt):
             return []
         islands = self.index(view, nxt, with_events=False)
         rng = view.rng("pike_o-islands", nxt)

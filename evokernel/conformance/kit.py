@@ -315,7 +315,9 @@ def _check_run(
                 )
         task_obj = instant_task(task)
         ops = frozenset({"seed_file", "ideas", *InstantMutator.operators})
-        view = RunView(lib, run_id, task_obj, 0, ops, in_flight=0, islands=islands)
+        view = RunView(
+            lib, run_id, task_obj, 0, ops, in_flight=0, islands=islands, fold_index=lib.advance_island_index
+        )
         one, two = cls.from_params(dict(params or {})), cls.from_params(dict(params or {}))
         got = one.propose(view, budget)
         assert got == two.propose(view, budget), f"{name}: two fresh instances proposed differently"

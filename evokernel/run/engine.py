@@ -95,6 +95,7 @@ class Engine:
             in_flight=len(progress.in_flight),
             islands=progress.strategy.islands,
             known_last_generation=progress.last_generation,
+            fold_index=self.library.advance_island_index,  # the index is derived: the run folds it
         )
 
     def _restore_budget(self) -> None:
