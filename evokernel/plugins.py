@@ -1,7 +1,9 @@
 """Find plug-in classes by name without importing every plug-in up front.
 
-Resolution order for a name: a built-in listed here, then an installed package's entry point in
-the group ``evokernel.<kind>``, then a ``module:Class`` path (or ``path/to/file.py:Class``, for
+Resolution order for a name: a built-in listed by its plug-in package (``BUILTINS`` in
+``evokernel.strategies`` and ``evokernel.mutators``; ``MIGRATIONS``/``RESETS`` in
+``evokernel.islands``), then an installed package's entry point in the group ``evokernel.<kind>``,
+then a ``module:Class`` path (or ``path/to/file.py:Class``, for
 a strategy kept beside an experiment). Only the class asked for is imported, so a run using
 ``tune`` never imports litellm.
 """
@@ -18,24 +20,27 @@ from typing import Any
 
 from evokernel.exceptions import PluginError
 
-BUILTINS: dict[str, dict[str, str]] = {
-    "strategies": {
-        "pike_b": "evokernel.strategies.pike_b:PikeB",
-        "pike_o": "evokernel.strategies.pike_o:PikeO",
-        "greedy": "evokernel.strategies.greedy:Greedy",
-        "random": "evokernel.strategies.random_search:RandomSearch",
-    },
-    "mutators": {"tune": "evokernel.mutators.tune:TuneMutator", "llm": "evokernel.mutators.llm:LLMMutator"},
-    "migrations": {
-        "ring": "evokernel.islands.migration:RingMigration",
-        "random": "evokernel.islands.migration:RandomMigration",
-        "none": "evokernel.islands.migration:NoMigration",
-    },
-    "resets": {
-        "funsearch": "evokernel.islands.reset:FunSearchReset",
-        "none": "evokernel.islands.reset:NoReset",
-    },
+# Where each kind's built-ins are listed: (package, dict name). Each plug-in package names its own
+# built-ins; this module only knows where to look (by name, so it imports none of them up front).
+HOMES: dict[str, tuple[str, str]] = {
+    "strategies": ("evokernel.strategies", "BUILTINS"),
+    "mutators": ("evokernel.mutators", "BUILTINS"),
+    "migrations": ("evokernel.islands", "MIGRATIONS"),
+    "resets": ("evokernel.islands", "RESETS"),
 }
+
+
+def builtins(kind: str) -> dict[str, str]:
+    """Built-in name -> ``module:Class`` for ``kind`` (imports the plug-in package's __init__ only)."""
+    package, attr = HOMES[kind]
+    found: dict[str, str] = getattr(importlib.import_module(package), attr)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTINS":  # the old registry's table, assembled on demand
+        return {kind: builtins(kind) for kind in HOMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 SINGULAR = {"strategies": "strategy", "mutators": "mutator", "migrations": "migration", "resets": "reset"}
@@ -75,22 +80,21 @@ def _import(path: str, kind: str, name: str) -> Any:
 
 def available(kind: str) -> list[str]:
     """Built-in and installed names for ``kind`` (nothing is imported)."""
-    return sorted(BUILTINS[kind]) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
+    return sorted(builtins(kind)) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
 
 
 def resolve(kind: str, name: str) -> Any:
     """The class registered as ``name`` for ``kind`` ("strategies", "mutators", "migrations" or
     "resets"); third-party packages register under the entry-point group ``evokernel.<kind>``."""
-    builtins = BUILTINS[kind]
-    if name in builtins:
-        return _import(builtins[name], kind, name)
+    known = builtins(kind)
+    if name in known:
+        return _import(known[name], kind, name)
     for ep in entry_points(group=f"evokernel.{kind}"):
         if ep.name == name:
             return ep.load()
     if ":" in name:
         return _import(name, kind, name)
-    known = available(kind)
     raise PluginError(
-        f"unknown {SINGULAR[kind]} {name!r}; built-in and installed: {', '.join(known)}; "
+        f"unknown {SINGULAR[kind]} {name!r}; built-in and installed: {', '.join(available(kind))}; "
         f"or give a 'package.module:Class' or 'path/to/file.py:Class' path"
     )

@@ -1,6 +1,7 @@
 """The mutator plug-in kind: turns a :class:`~evokernel.types.Proposal` into candidate source.
 
-Lifecycle: the engine builds each configured mutator once per run, then awaits
+Lifecycle: the run builds each configured mutator once (:meth:`Mutator.from_config`, see
+:func:`evokernel.mutators.build.build_mutators`), then the engine awaits
 :meth:`Mutator.mutate` for every proposal whose operator the mutator serves (several calls may be
 in flight at once, so implementations keep no per-call state on ``self``), and finally awaits
 :meth:`Mutator.aclose`. A mutator never touches the library or the evaluation pool: everything it
@@ -12,11 +13,17 @@ replayed when a run resumes.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from evokernel.exceptions import ConfigError
 from evokernel.types import Evaluation, LLMCall, Proposal, Scored, Task
+
+if TYPE_CHECKING:
+    from evokernel.config.schema import ExperimentConfig
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,22 @@ class Mutator(ABC):
     # ``ideas`` proposals to the first configured mutator that can.
     can_brainstorm: ClassVar[bool] = False
 
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, params: Mapping[str, Any]) -> Mutator | None:
+        """The mutator a run with ``config`` uses, or None when the config does not enable it.
+
+        Default: ``params`` (a ``mutators.plugins`` entry's) as keyword arguments of the class;
+        an unknown one is a :class:`~evokernel.exceptions.ConfigError` naming the valid ones.
+        Built-ins override this to read their own section (``mutators.llm``, ``mutators.tune``)."""
+        valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+        unknown = sorted(set(params) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"unknown params {', '.join(unknown)} for mutator {getattr(cls, 'name', cls.__name__)!r}; "
+                f"valid: {', '.join(valid) or '(none)'}"
+            )
+        return cls(**params)
+
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:
         """Produce one candidate source for ``request.proposal``; never raise for bad LLM output."""
@@ -94,3 +117,11 @@ class Mutator(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most mutators hold nothing
         """Release clients or sessions at the end of a run."""
+
+
+def no_params(name: str, params: Mapping[str, Any]) -> None:
+    """Built-ins read their config section; params beside it would be silently ignored."""
+    if params:
+        raise ConfigError(
+            f"the built-in mutator {name!r} takes its settings from mutators.{name}.*, not params"
+        )

@@ -30,9 +30,9 @@ from evokernel.islands.model import Member
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Proposal, Scored, Status
+from evokernel.types import Operator, Proposal, Scored, Status
 
-FIX = "fix"
+FIX = Operator.FIX
 
 
 class PikeB(Strategy):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, overload
 from evokernel.exceptions import LibraryError
 from evokernel.islands.index import CorrectPool, IslandIndex
 from evokernel.islands.model import Member, members
-from evokernel.types import IslandEvent, Proposal, Scored, Task
+from evokernel.types import IslandEvent, Operator, Proposal, Scored, Task
 
 if TYPE_CHECKING:
     from evokernel.db import SolutionLibrary
@@ -42,7 +42,7 @@ class IndexFolder(Protocol):
     ) -> IndexState: ...
 
 
-IDEAS = "ideas"
+IDEAS = Operator.IDEAS
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator
 from evokernel.plugins import resolve
 from evokernel.strategies.base import Strategy
-from evokernel.types import Evaluation, LLMCall, Scored, Status, Task
+from evokernel.types import Evaluation, LLMCall, Operator, Scored, Status, Task
 
 INCORRECT_MARK = "# evokernel-test: incorrect"
 SEED_SOURCE = "class ModelNew:  # instant test seed\n    pass\n"
@@ -102,7 +102,9 @@ class InstantMutator(Mutator):
     :class:`~evokernel.types.LLMCall` costing ``cost_usd``, to exercise LLM budgets."""
 
     name: ClassVar[str] = "instant"
-    operators: ClassVar[tuple[str, ...]] = ("seed", "mutate", "fix", "crossover", "tune")
+    operators: ClassVar[tuple[str, ...]] = tuple(
+        op for op in Operator if op not in (Operator.SEED_FILE, Operator.IDEAS)
+    )
     can_brainstorm: ClassVar[bool] = True
 
     def __init__(
@@ -131,7 +133,7 @@ class InstantMutator(Mutator):
         base = base.replace(INCORRECT_MARK + "\n", "")
         child = f"{base}# {request.proposal.operator} {request.rng_seed:x}\n"
         bad = rng.random() < (
-            1 - self.fix_rate if request.proposal.operator == "fix" else self.incorrect_rate
+            1 - self.fix_rate if request.proposal.operator == Operator.FIX else self.incorrect_rate
         )
         if bad:
             child += INCORRECT_MARK + "\n"
@@ -314,7 +316,7 @@ def _check_run(
                     f"{name}: candidate {sc.candidate.id} has a parent from a later generation"
                 )
         task_obj = instant_task(task)
-        ops = frozenset({"seed_file", "ideas", *InstantMutator.operators})
+        ops = frozenset({Operator.SEED_FILE, Operator.IDEAS, *InstantMutator.operators})
         view = RunView(
             lib, run_id, task_obj, 0, ops, in_flight=0, islands=islands, fold_index=lib.advance_island_index
         )

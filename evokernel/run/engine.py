@@ -41,7 +41,7 @@ from evokernel.run.budget import RunBudget, Verdict, llm_calls_per_job
 from evokernel.run.job import SEED_FILE, Evaluator, HardwareInfo, ProposalJobs, TaskProgress
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Proposal, Task
+from evokernel.types import Operator, Proposal, Task
 
 __all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
 
@@ -244,7 +244,7 @@ class Engine:
         return len(accepted), blocked
 
     def _why_nothing(self, task: Task) -> str:
-        if task.seed_source is None and "seed" not in self.operators:
+        if task.seed_source is None and Operator.SEED not in self.operators:
             return (
                 f" (task {task.name} has no seed implementation and no LLM is configured: set "
                 "mutators.llm.model to let an LLM write one)"

@@ -24,9 +24,19 @@ from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
+from evokernel.types import (
+    Candidate,
+    Evaluation,
+    LLMCall,
+    Operator,
+    Proposal,
+    Scored,
+    Status,
+    Task,
+    source_hash,
+)
 
-SEED_FILE = "seed_file"
+SEED_FILE = Operator.SEED_FILE
 # Most recently evaluated candidates kept per task for parent lookups (~2 KiB of source each).
 PARENT_CACHE = 4096
 
@@ -334,7 +344,7 @@ class ProposalJobs:
         request: MutationRequest | None,
         result: MutationResult | None,
     ) -> None:
-        priority = FIX_PRIORITY if candidate.operator == "fix" else 0
+        priority = FIX_PRIORITY if candidate.operator == Operator.FIX else 0
         async with self._eval_limit:
             evaluation = await self.pool.evaluate(
                 progress.task, candidate.source, tenant=self.run_id, priority=priority
