@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from evokernel.exceptions import PluginError
+from evokernel.exceptions import ConfigError, PluginError
+
+T = TypeVar("T")
 
 # Where each kind's built-ins are listed: (package, dict name). Each plug-in package names its own
 # built-ins; this module only knows where to look (by name, so it imports none of them up front).
@@ -44,6 +48,19 @@ def __getattr__(name: str) -> Any:
 
 
 SINGULAR = {"strategies": "strategy", "mutators": "mutator", "migrations": "migration", "resets": "reset"}
+
+
+def construct(cls: type[T], params: Mapping[str, Any], key: str, what: str) -> T:
+    """``cls(**params)``; a parameter its ``__init__`` does not take is a ConfigError naming the
+    config ``key`` (e.g. ``strategy.params``), the plug-in (``what``) and the valid names."""
+    valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown {key} key(s) {', '.join(unknown)} for {what} {getattr(cls, 'name', cls.__name__)!r}; "
+            f"valid keys: {', '.join(valid) or '(none)'}"
+        )
+    return cls(**params)
 
 
 def _load_file(path: Path, kind: str, name: str) -> ModuleType:

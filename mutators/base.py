@@ -13,13 +13,13 @@ replayed when a run resumes.
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from evokernel.exceptions import ConfigError
+from evokernel.plugins import construct
 from evokernel.types import Evaluation, LLMCall, Proposal, Scored, Task
 
 if TYPE_CHECKING:
@@ -91,14 +91,7 @@ class Mutator(ABC):
         Default: ``params`` (a ``mutators.plugins`` entry's) as keyword arguments of the class;
         an unknown one is a :class:`~evokernel.exceptions.ConfigError` naming the valid ones.
         Built-ins override this to read their own section (``mutators.llm``, ``mutators.tune``)."""
-        valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
-        unknown = sorted(set(params) - set(valid))
-        if unknown:
-            raise ConfigError(
-                f"unknown params {', '.join(unknown)} for mutator {getattr(cls, 'name', cls.__name__)!r}; "
-                f"valid: {', '.join(valid) or '(none)'}"
-            )
-        return cls(**params)
+        return construct(cls, params, "mutators.plugins params", "mutator")
 
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:

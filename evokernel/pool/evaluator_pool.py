@@ -37,7 +37,7 @@ from ray.exceptions import RayActorError, WorkerCrashedError
 
 from evokernel.config.schema import EvaluationConfig, RayConfig
 from evokernel.evaluation.baselines import compile_enabled
-from evokernel.evaluation.request import build_request
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
 from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
@@ -150,8 +150,8 @@ class EvaluatorPool:
             self._hardware = Hardware(**await self.actors[0].hardware.remote())
         return self._hardware
 
-    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
-        return build_request(
+    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> EvaluationRequest:
+        return EvaluationRequest.build(
             task,
             source,
             device=self.device,
@@ -218,7 +218,7 @@ class EvaluatorPool:
         self.stats.record(evaluation)
         return evaluation
 
-    async def _submit(self, request: dict[str, Any]) -> Evaluation:
+    async def _submit(self, request: EvaluationRequest) -> Evaluation:
         """On the least-loaded actor; an actor that dies is replaced and the request retried once
         on the least-loaded one (every request it had in flight does the same), then ``crashed``."""
         last_error = ""
@@ -228,7 +228,7 @@ class EvaluatorPool:
             self.loads[index] += 1
             self.max_submitted = max(self.max_submitted, sum(self.loads))
             try:
-                data = await actor.evaluate.remote(request, self.config.timeout_s)
+                data = await actor.evaluate.remote(request)
                 return Evaluation.from_dict(data)
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error = f"evaluator actor died: {type(exc).__name__}"
@@ -255,7 +255,7 @@ class EvaluatorPool:
         return self.baselines.known(task)
 
     async def _measure_baselines(self, task: Task, cached: dict[str, Any] | None) -> Evaluation:
-        request = {**self.request(task, "", cached), "mode": "baselines", "static_checks": False}
+        request = self.request(task, "", cached).for_baselines()
         await self.queue.acquire(BASELINES_TENANT, priority=1)
         try:
             return await self._submit(request)

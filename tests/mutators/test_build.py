@@ -68,7 +68,7 @@ def test_bad_mutator_entries_say_what_is_wrong(tmp_path: Path) -> None:
     config = load_config(
         _yaml(tmp_path, "mutators:\n  - {name: 'tests.mutators.test_build:Echo', params: {x: 1}}\n")
     )
-    with pytest.raises(ConfigError, match=r"unknown params x .*valid: suffix"):
+    with pytest.raises(ConfigError, match=r"unknown mutators.plugins params key\(s\) x .*valid keys: suffix"):
         build_mutators(config)
     with pytest.raises(ConfigError, match=r"mutators\.tune\.nope.*valid keys under mutators\.tune"):
         load_config(_yaml(tmp_path, "mutators:\n  - {name: tune, params: {nope: 1}}\n"))
