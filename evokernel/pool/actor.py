@@ -77,7 +77,7 @@ class EvaluatorActor:
             )
         import torch
 
-        from evokernel.mutators.hardware import device_facts, format_hardware
+        from evokernel.pool.hardware import device_facts, format_hardware
 
         p = torch.cuda.get_device_properties(0)
         # The formatted line leads with the name; Hardware.describe() adds it back once.
