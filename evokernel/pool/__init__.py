@@ -8,7 +8,7 @@ eager/compile baselines measured once per task (:mod:`.baseline_cache`); through
 health (:mod:`.health`); the device facts prompts quote (:mod:`.hardware`); the pool itself,
 with deduplication and actor replacement (:mod:`.evaluator_pool`). The pool knows nothing of
 islands, strategies or the library.
-Plug-in point: anything implementing :class:`evokernel.run.job.Evaluator` (``evaluate``,
+Plug-in point: anything implementing :class:`evokernel.run.evaluator.Evaluator` (``evaluate``,
 ``hardware``, ``health``) can stand in for it; the conformance kit's instant evaluator is one.
 
 Importing this package does not import Ray (the run's progress printer reads :mod:`.health`);

@@ -38,7 +38,9 @@ from evokernel.exceptions import PluginError
 from evokernel.mutators.base import Mutator
 from evokernel.plugins import resolve
 from evokernel.run.budget import RunBudget, Verdict, llm_calls_per_job
-from evokernel.run.job import SEED_FILE, Evaluator, HardwareInfo, ProposalJobs, TaskProgress
+from evokernel.run.evaluator import Evaluator, HardwareInfo
+from evokernel.run.job import SEED_FILE, ProposalJobs
+from evokernel.run.state import TaskProgress
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Operator, Proposal, Task

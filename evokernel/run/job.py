@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
-from evokernel.strategies.base import Strategy
+from evokernel.run.evaluator import Evaluator
+from evokernel.run.state import TaskProgress
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import (
     Candidate,
@@ -32,75 +31,13 @@ from evokernel.types import (
     Proposal,
     Scored,
     Status,
-    Task,
     source_hash,
 )
 
 SEED_FILE = Operator.SEED_FILE
-# Most recently evaluated candidates kept per task for parent lookups (~2 KiB of source each).
-PARENT_CACHE = 4096
-
-
-class HardwareInfo(Protocol):
-    def describe(self) -> str: ...
-
-
-class Evaluator(Protocol):
-    """What the engine needs of an evaluation pool (:class:`~evokernel.pool.EvaluatorPool`, or an
-    in-process stand-in such as :class:`~evokernel.conformance.InstantEvaluator`).
-
-    ``tenant`` (the run id) and ``priority`` (fix attempts first) let a pool shared by several
-    runs serve them fairly; a pool that serves one run may ignore both. ``health()`` gives the
-    figures of the progress display's pool line (``{}``: the evaluator has none)."""
-
-    size: int
-
-    async def evaluate(
-        self, task: Task, source: str, *, tenant: str = ..., priority: int = ...
-    ) -> Evaluation: ...
-
-    async def hardware(self) -> HardwareInfo: ...
-
-    def health(self) -> dict[str, Any]: ...
-
-
 # Seconds between pool health lines in the progress output.
 HEALTH_EVERY_S = 30.0
 FIX_PRIORITY = 1
-
-
-@dataclass
-class TaskProgress:
-    task: Task
-    strategy: Strategy
-    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
-    stopped: str = ""
-    # evaluated + pending + open candidate proposals: what the evaluation budget has committed.
-    committed: int = 0
-    evaluated: int = 0
-    failed_streak: int = 0
-    # source hash -> (generation, proposal seq) of its first candidate; see Engine._avoid.
-    hashes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    avoid_cache: tuple[int, frozenset[str]] | None = None
-    # (generation, evaluated candidates of earlier generations): MutationRequest.history.
-    history_cache: tuple[int, tuple[Scored, ...]] | None = None
-    by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
-
-    def add_hash(self, digest: str, generation: int, seq: int) -> None:
-        if digest not in self.hashes:
-            self.hashes[digest] = (generation, seq)
-            self.by_generation.setdefault(generation, {})[digest] = seq
-
-    best: Scored | None = None
-    failure: BaseException | None = None  # the first exception a job raised
-    last_generation: int = -1  # highest generation of a recorded proposal
-    # Evaluated candidates by id (they never change), so parents are not read back per proposal.
-    evaluated_cache: OrderedDict[int, Scored] = field(default_factory=OrderedDict)
-
-    def remember(self, scored: Scored) -> None:
-        self.evaluated_cache[scored.candidate.id] = scored
-        if len(self.evaluated_cache) > PARENT_CACHE:
-            self.evaluated_cache.popitem(last=False)
 
 
 class ProposalJobs:

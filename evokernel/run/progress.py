@@ -13,7 +13,7 @@ from evokernel.types import Scored, Status, Task
 if TYPE_CHECKING:
     from evokernel.config.schema import ExperimentConfig
     from evokernel.db import SolutionLibrary
-    from evokernel.run.job import Evaluator
+    from evokernel.run.evaluator import Evaluator
     from evokernel.run.summary import RunSummary
 
 
