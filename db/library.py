@@ -9,7 +9,9 @@ status together.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
@@ -34,6 +36,8 @@ from evokernel.types import (
     Scored,
     Status,
 )
+
+T = TypeVar("T")
 
 # Built once: constructing statements per call was a third of the per-candidate cost.
 _PROPOSAL_DONE = update(ProposalRow).where(ProposalRow.id == bindparam("proposal_id")).values(state="done")
@@ -62,6 +66,11 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
 
     def close(self) -> None:
         self._engine.dispose()
+
+    def read(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn(session)`` in one short transaction with the library's retry: the entry point of
+        :mod:`evokernel.analysis`, whose queries read rows the typed API does not expose."""
+        return self._scope.run(fn)
 
     # ---- candidates and evaluations ---------------------------------------------------------
     def add_candidate(self, run_id: str, proposal: Proposal, source: str) -> Candidate:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from evokernel.exceptions import EvoKernelError
+from evokernel.export import command as export_command
+from evokernel.report import command as report_command
+from evokernel.report.command import add_progress_flags
+from evokernel.sweep import command as sweep_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,6 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("overrides", nargs="*", help="key=value overrides, e.g. budget.evaluations=32")
     run.add_argument("--resume", metavar="RUN_ID", help="continue a killed or interrupted run")
     run.add_argument("--ray-address", metavar="ADDR", help="join a Ray cluster (same as ray.address=ADDR)")
+    add_progress_flags(run)
+
+    sweep_command.add_parser(sub)
+    report_command.add_parser(sub)
+    export_command.add_parsers(sub)
 
     db = sub.add_parser("db", help="solution library maintenance")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -71,13 +81,20 @@ def _tasks_check(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from evokernel.config.loading import load_config
+    from evokernel.report.progress import progress_for
     from evokernel.run.runner import run_experiment
 
     overrides = list(args.overrides)
     if args.ray_address:
         overrides.append(f"ray.address={args.ray_address}")
     config = load_config(args.config, overrides)
-    summary = run_experiment(config, resume=args.resume, overrides=overrides)
+    progress = progress_for(args.quiet, args.json_events)
+    try:
+        summary = run_experiment(
+            config, resume=args.resume, overrides=overrides, reporter=progress.reporter()
+        )
+    finally:
+        progress.close()
     return 130 if summary.interrupted else 0  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
@@ -91,13 +108,37 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from evokernel.analysis import list_runs, list_sweeps
     from evokernel.db import SolutionLibrary
     from evokernel.run.progress import format_table
 
     library = SolutionLibrary(args.library)
-    rows = [[r.id, r.name, r.status, r.created_at, r.finished_at or "-"] for r in library.list_runs()]
-    print(format_table(rows, ["run", "name", "status", "started", "finished"]) if rows else "no runs")
+    runs = list_runs(library)
+    header = ["run", "name", "status", "started", "finished", "evaluated", "best"]
+    rows = [
+        [
+            r.id,
+            r.name,
+            r.status,
+            r.started,
+            r.finished or "-",
+            f"{r.evaluations}/{r.budget}",
+            _x(r.best_speedup),
+        ]
+        for r in runs
+        if r.sweep_id is None
+    ]
+    print(format_table(rows, header) if rows else "no runs" if not runs else "no runs outside sweeps")
+    for sweep in list_sweeps(library, runs):
+        print(
+            f"\nsweep {sweep.id} '{sweep.name}': {sweep.status}, {len(sweep.cells)} cells, axes {sweep.axes}"
+        )
+        sweep_command.print_cells(sweep.cells)
     return 0
+
+
+def _x(speedup: float | None) -> str:
+    return f"{speedup:.3g}x" if speedup else "-"
 
 
 def _tasks_list(args: argparse.Namespace) -> int:
@@ -115,10 +156,19 @@ def _tasks_list(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "runs": _runs, "verify": _verify}
+    handlers = {
+        "run": _run,
+        "runs": _runs,
+        "verify": _verify,
+        "sweep": sweep_command.main,
+        "report": report_command.main,
+        "export": export_command.export,
+    }
     try:
         if args.command == "db":
             return _db_upgrade(args)
+        if args.command == "seed":
+            return export_command.seed_import(args)
         if args.command == "tasks":
             return _tasks_check(args) if args.tasks_command == "check" else _tasks_list(args)
         return handlers[args.command](args)
@@ -128,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evokernel: interrupted; resume with --resume RUN_ID (see `evokernel runs`)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`evokernel runs | head -2`): stop quietly with 0, so a script under
+        # `set -o pipefail` does not fail because it read less. stdout now points at /dev/null, or
+        # the interpreter's last flush at exit would print a second traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -45,3 +45,11 @@ class EvaluationError(EvoKernelError):
 
 class BudgetExhausted(EvoKernelError):
     """Raised internally when no budget is left to start more work."""
+
+
+class AnalysisError(LibraryError):
+    """A report, export or dashboard query asked for something the library does not hold."""
+
+
+class ExportError(EvoKernelError):
+    """Kernels or a dataset could not be written out (or imported back as seeds)."""

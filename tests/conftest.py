@@ -6,14 +6,51 @@ Sections are delimited by banner comments; add new fixtures in their own section
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.leaks import describe, scratch_left, wait_for_no_processes
 from tests.support.llm_server import LLMServer
 from tests.support.pgserver import PostgresServer, PostgresStartError, PostgresUnavailable, start_server
+
+# ================================================================================================
+# Leaks: the session runs under a TMPDIR of its own; at its end nothing of evokernel may be left
+# ================================================================================================
+#
+# Every Ray cluster, actor, fork-server, candidate and subprocess the suite starts inherits this
+# TMPDIR, so after the last test (fault and hack cases included) `pytest_sessionfinish` finds any
+# scratch directory or process left behind and fails the session, naming them. Short and under
+# /tmp: Ray's unix sockets live below TMPDIR and their paths must stay under 108 bytes.
+SUITE_TMP = Path(tempfile.mkdtemp(prefix="ekt-suite-", dir="/tmp"))
+# Traversable by others, as /tmp is: as root the PostgreSQL fixture runs its server as the
+# `postgres` account in a folder of its own below this one (tests/support/pgserver.py).
+SUITE_TMP.chmod(0o755)
+os.environ["TMPDIR"] = str(SUITE_TMP)
+tempfile.tempdir = None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    # Ray's agents of a cluster whose driver a test killed take ~60 s to notice (test_cleanup.py).
+    procs = wait_for_no_processes(SUITE_TMP, timeout_s=120.0)
+    dirs = scratch_left(SUITE_TMP)
+    if procs or dirs:
+        report = [f"the suite left evokernel state behind under {SUITE_TMP}:"]
+        report += [f"  directory {d}" for d in dirs]
+        report += [f"  process {line.strip()}" for line in describe(procs).splitlines()]
+        print("\n" + "\n".join(report))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return  # kept for a look
+    shutil.rmtree(SUITE_TMP, ignore_errors=True)
+
 
 # ================================================================================================
 # PostgreSQL: a real server started for the session (db tests run on SQLite and PostgreSQL)

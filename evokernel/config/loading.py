@@ -72,6 +72,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     except (ValidationError, OmegaConfBaseException) as exc:
         raise _key_error(exc, "the command-line overrides" if overrides else str(path)) from exc
     config.tasks = [_resolve_task_path(t, base_dir) for t in config.tasks]
+    config.seed_kernels = [_resolve_task_path(t, base_dir) for t in config.seed_kernels]
     _check(config)
     return config
 

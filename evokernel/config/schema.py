@@ -208,11 +208,30 @@ class RayConfig:
 
 
 @dataclass
+class SweepConfig:
+    """``grid``: key -> values, every combination is a cell (``seed: [0, 1, 2]`` is an axis like any
+    other). ``zip``: key -> values of one common length, stepped together (``model`` with its
+    ``api_base``), crossed with the grid. ``name`` names the sweep (default: the config's name).
+    ``id``, ``cell`` and ``point`` are written by ``evokernel sweep`` into each cell's stored config
+    (which sweep, which cell, its axis values); leave them unset."""
+
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    zip: dict[str, list[Any]] = field(default_factory=dict)
+    name: str | None = None
+    id: str | None = None
+    cell: int | None = None
+    point: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class ExperimentConfig:
     name: str = "experiment"
     seed: int = 0
     # Task files, folders of task files, or a KernelBench level folder; relative to the config.
     tasks: list[str] = field(default_factory=list)
+    # Folders of published solution files (KernelBench/PIKE task_<N>.py or <task>.py) whose kernels
+    # replace the tasks' seed kernels (evokernel.export.seeds); relative to the config, like tasks.
+    seed_kernels: list[str] = field(default_factory=list)
     # SQLAlchemy URL or a file path (a SQLite file is created there).
     library: str = "evokernel.db"
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -221,3 +240,4 @@ class ExperimentConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)

@@ -44,6 +44,10 @@ class SharingError(ChannelError):
     under expandable segments); the caller asks for the bytes instead."""
 
 
+class RefusedDescription(SharingError):
+    """A CUDA IPC description refused by this process's own checks, before any CUDA call saw it."""
+
+
 def send(sock: socket.socket, header: dict[str, Any], blob: bytes | memoryview = b"") -> None:
     head = json.dumps(header).encode()
     sock.sendall(_LEN.pack(len(head), len(blob)) + head)
@@ -193,7 +197,8 @@ def share_cuda(t: torch.Tensor) -> dict[str, Any] | None:
 def open_shared(ipc: Any, nbytes: int, device: torch.device) -> torch.Tensor:
     """A uint8 copy on ``device`` of the ``nbytes`` a worker shared; the mapping is released
     before returning (its reference counter tells the worker's allocator it may reuse the block).
-    Every field is checked before any CUDA call sees it."""
+    Every field is checked before any CUDA call sees it: a description those checks refuse raises
+    :class:`RefusedDescription`, one the driver refuses the plain :class:`SharingError`."""
     try:
         handle, counter = bytes.fromhex(ipc["handle"]), bytes.fromhex(ipc["counter"])
         event = bytes.fromhex(ipc["event"])
@@ -211,7 +216,7 @@ def open_shared(ipc: Any, nbytes: int, device: torch.device) -> torch.Tensor:
         or counter_offset >= _REF_COUNTER_SLOTS
         or tensor_offset + nbytes > size
     ):
-        raise SharingError("a CUDA IPC description this process does not open")
+        raise RefusedDescription("a CUDA IPC description this process does not open")
     try:
         storage = torch.UntypedStorage._new_shared_cuda(
             index, handle, size, offset, counter, counter_offset, event, event_sync

@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -347,7 +348,7 @@ class ForkServer:
         return not self.lost and self.process.poll() is None
 
     def close(self) -> None:
-        """Stop the server; it kills the groups of children still running as it exits."""
+        """Stop the server (it kills the groups of children still running as it exits) and remove its home."""
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
@@ -356,6 +357,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 if __name__ == "__main__":

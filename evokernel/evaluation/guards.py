@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import resource
 import signal
@@ -79,6 +80,14 @@ def apply_limits(limits: Limits) -> None:
     _set(resource.RLIMIT_CORE, 0)
     # RLIMIT_NPROC counts every thread of the user, so the cap is relative to what runs now.
     _set(resource.RLIMIT_NPROC, _user_tasks() + limits.extra_processes)
+
+
+def limit_reached(exc: BaseException) -> str | None:
+    """The limit a candidate's exception comes from, in evokernel's words (the exception's own text
+    is the operating system's); None for any other exception."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "output limit: wrote past the sandbox's cap on a file's size (RLIMIT_FSIZE, 256 MiB)"
+    return None
 
 
 def _set(which: int, value: int) -> None:

@@ -217,6 +217,8 @@ class HeaderCache:
     def __init__(self, base: Path, cuda: bool, env: dict[str, str]) -> None:
         self.base, self.cuda, self.env = base, cuda, env
         self.state, self.reason, self.build_s = "building", "", 0.0
+        # The variants this build compiled: none when every header was found already built.
+        self.built: list[str] = []
         self._root: Path | None = None
         self._fingerprints: dict[Path, tuple[int, int, int, int]] = {}
         self._thread = threading.Thread(target=self._build, name="evk-pch", daemon=True)
@@ -245,7 +247,8 @@ class HeaderCache:
         if proc.returncode != 0:
             self._fail(tail(stderr.strip() or f"exit code {proc.returncode}", 600))
             return
-        root = Path(json.loads(stdout.strip().splitlines()[-1])["root"])
+        result = json.loads(stdout.strip().splitlines()[-1])
+        root, self.built = Path(result["root"]), list(result["built"])
         self._fingerprints = {
             path: _fingerprint(path) for v in VARIANTS if (path := header_file(root, v)).is_file()
         }
@@ -273,7 +276,12 @@ class HeaderCache:
         return self.describe()
 
     def describe(self) -> dict[str, Any]:
-        return {"state": self.state, "reason": self.reason, "build_s": round(self.build_s, 1)}
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "build_s": round(self.build_s, 1),
+            "built": self.built,
+        }
 
 
 if __name__ == "__main__":

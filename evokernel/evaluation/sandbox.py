@@ -159,10 +159,13 @@ def run_sandboxed(
     *,
     launcher: Launcher | None = None,
     build_jobs: int | None = None,
+    scratch: Path | None = None,
 ) -> Evaluation:
     """Evaluate ``request`` (see request.py) in a fresh process group; never raises for candidate
     faults. ``launcher`` starts the supervisor (default: a new interpreter, :func:`popen_launcher`);
-    a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates."""
+    a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates.
+    ``scratch``: where the candidate's working directory goes (an actor's root, so a killed actor's
+    candidates are swept with it; default: the system's temp directory)."""
     start = time.perf_counter()
     rejected = static_stage(request, start)
     if rejected is not None:
@@ -170,7 +173,7 @@ def run_sandboxed(
     static_s = time.perf_counter() - start
     request = {**request, "timeout_s": timeout_s}
     limit_s = hard_limit_s(request, timeout_s)
-    with tempfile.TemporaryDirectory(prefix="evk-cand-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="evk-cand-", dir=scratch) as tmp:
         workdir = Path(tmp)
         request_path = workdir / "request.json"
         # launched_at (CLOCK_MONOTONIC, shared by every process of the machine): the supervisor

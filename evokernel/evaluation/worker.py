@@ -178,8 +178,10 @@ class _Worker:
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
+            reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+            limit = guards.limit_reached(exc)
             raise CandidateFailure(
-                status, f"{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+                status, f"{limit} ({reason})" if limit else reason, trim_traceback(exc)
             ) from exc
         facts = {
             "launches": integrity.launches() - before,

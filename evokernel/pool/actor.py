@@ -26,6 +26,7 @@ from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.pch import HeaderCache
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
+from evokernel.evaluation.scratch import ScratchDir
 from evokernel.types import Evaluation, Status
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,10 @@ class EvaluatorActor:
     ) -> None:
         self.device = device
         self.build_jobs = build_jobs
-        self.root = Path(tempfile.mkdtemp(prefix="evk-actor-"))
+        # Everything the actor writes lives under this root, which goes on every exit path
+        # (evaluation/scratch.py): removed by shutdown(), swept by the next actor after a kill.
+        self.scratch = ScratchDir("actor")
+        self.root = self.scratch.path
         self.lock_dir = self.root / "gpulock"
         self.lock_dir.mkdir()
         # Shared by the node's actors and reused by later runs (see evaluation/pch.py).
@@ -88,7 +92,7 @@ class EvaluatorActor:
         """The precompiled header's state (``off``, ``building``, ``ready``, ``failed``), after
         waiting up to ``wait_s`` for its build."""
         if self.headers is None:
-            return {"state": "off", "reason": "", "build_s": 0.0}
+            return {"state": "off", "reason": "", "build_s": 0.0, "built": []}
         return self.headers.wait(wait_s)
 
     def runner_pids(self) -> dict[str, int]:
@@ -122,7 +126,7 @@ class EvaluatorActor:
             server, launcher = self._launcher()
             try:
                 evaluation = run_sandboxed(
-                    sandboxed, timeout_s, launcher=launcher, build_jobs=self.build_jobs
+                    sandboxed, timeout_s, launcher=launcher, build_jobs=self.build_jobs, scratch=self.root
                 )
             except LauncherError as exc:  # e.g. forkserver.RunnerLost
                 lost = str(exc)
@@ -137,7 +141,9 @@ class EvaluatorActor:
         ).to_dict()
 
     def shutdown(self) -> None:
+        """Stop the fork-server (it kills its candidates' process groups) and remove the root."""
         with self._server_lock:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            self.scratch.close()

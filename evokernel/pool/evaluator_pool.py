@@ -50,6 +50,8 @@ __all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
 log = logging.getLogger(__name__)
 # Finished evaluations remembered for deduplication (a few KB each).
 MEMO_SIZE = 4096
+# Seconds an actor gets to stop its fork-server and remove its scratch root before it is killed.
+SHUTDOWN_GRACE_S = 10.0
 BASELINES_TENANT = "baselines"
 
 
@@ -67,7 +69,18 @@ def init_ray(config: RayConfig) -> None:
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
-        ray.init(num_cpus=config.num_cpus, **kwargs)
+        # Ray >= 2.59 turns token authentication on for a local cluster and logs a warning about
+        # it on every start. We keep it on (without a token any local process, a candidate
+        # included, could submit work to the cluster's loopback endpoints) and drop only that
+        # notice; a user's own RAY_AUTH_MODE (e.g. `disabled`) still wins. Setting the variable
+        # here instead would not do: Ray caches its config when it is imported.
+        notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = notice.level
+        notice.setLevel(logging.ERROR)
+        try:
+            ray.init(num_cpus=config.num_cpus, **kwargs)
+        finally:
+            notice.setLevel(level)
 
 
 def default_concurrency(device: str, cpus_per_actor: int) -> int:
@@ -279,6 +292,14 @@ class EvaluatorPool:
         }
 
     def shutdown(self) -> None:
+        # A graceful stop first, so each actor removes its scratch root and fork-server; an actor
+        # that does not answer within the grace is killed, and the next actor on its node sweeps
+        # what it left (evaluation/scratch.py).
+        stops = [actor.shutdown.remote() for actor in self.actors]
+        if stops:
+            _done, pending = ray.wait(stops, num_returns=len(stops), timeout=SHUTDOWN_GRACE_S)
+            if pending:
+                log.warning("%d evaluator actors did not stop in %.0f s", len(pending), SHUTDOWN_GRACE_S)
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []

@@ -49,6 +49,9 @@ __all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
 
 
 class Engine:
+    # False: the caller (a sweep driving several engines) owns SIGINT and calls interrupt().
+    handle_sigint = True
+
     def __init__(
         self,
         config: ExperimentConfig,
@@ -135,7 +138,7 @@ class Engine:
         self.jobs.hardware = (await self.pool.hardware()).describe()
         progresses = [self._progress(task) for task in self.tasks]
         loop = asyncio.get_running_loop()
-        handled = threading.current_thread() is threading.main_thread()
+        handled = self.handle_sigint and threading.current_thread() is threading.main_thread()
         if handled:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
@@ -144,6 +147,10 @@ class Engine:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
         return {p.task.name: p.stopped for p in progresses}
+
+    def interrupt(self) -> None:
+        """What SIGINT does: the first call stops new work, the second cancels work in flight."""
+        self._on_sigint()
 
     def _on_sigint(self) -> None:
         self._sigints += 1

@@ -9,7 +9,7 @@ This is the Python API behind ``evokernel run``::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from evokernel.config.loading import from_dict, to_dict
 from evokernel.config.schema import ExperimentConfig
@@ -55,16 +55,56 @@ def run_experiment(
     configured mutators, the task files): tests, benchmarks and ``evokernel.conformance`` pass
     in-process ones. A run given ``tasks`` must be resumed with the same tasks.
     """
+    return asyncio.run(
+        run_experiment_async(
+            config,
+            resume=resume,
+            overrides=overrides,
+            reporter=reporter,
+            pool=pool,
+            mutators=mutators,
+            tasks=tasks,
+        )
+    )
+
+
+async def run_experiment_async(
+    config: ExperimentConfig,
+    *,
+    resume: str | None = None,
+    overrides: Sequence[str] = (),
+    reporter: Reporter | None = None,
+    pool: Evaluator | None = None,
+    mutators: list[Mutator] | None = None,
+    tasks: list[Task] | None = None,
+    handle_sigint: bool = True,
+    on_engine: Callable[[Engine], None] | None = None,
+) -> RunSummary:
+    """:func:`run_experiment` inside a running event loop, so several runs (a sweep's cells) can
+    share one pool in one process. ``handle_sigint`` False leaves SIGINT to the caller (it can stop
+    the run through ``Engine.interrupt``, given by ``on_engine``); cancelling the task stops the
+    run at once, leaving it "interrupted" and resumable."""
     reporter = reporter or ProgressPrinter()
     library = SolutionLibrary(config.library)
     try:
+        first_start = resume is None
         if resume:
             info = library.get_run(resume)
             stored = from_dict(info.config, overrides)
             stored.library = config.library
+            if any(o.split("=", 1)[0].strip().split(".")[0] == "tasks" for o in overrides):
+                # load_config resolved the overridden paths (beside the config file, then the
+                # current folder); the stored config would look them up from nowhere.
+                stored.tasks = config.tasks
             config, run_id = stored, resume
-            reporter.say(f"resuming run {run_id} ({info.name}, status was {info.status})")
+            first_start = info.status == "pending"  # a sweep's cell that never started
+            if not first_start:
+                reporter.say(f"resuming run {run_id} ({info.name}, status was {info.status})")
         tasks = load_tasks(config.tasks) if tasks is None else tasks
+        if config.seed_kernels:
+            from evokernel.export.seeds import apply_seed_kernels
+
+            tasks = apply_seed_kernels(tasks, config.seed_kernels)
         if resume:
             _check_same_tasks(library, run_id, tasks)
         else:
@@ -72,7 +112,8 @@ def run_experiment(
             for position, task in enumerate(tasks):
                 library.register_task(run_id, task, position)
         library.set_run_status(run_id, "running")
-        library.log_event(run_id, "resumed" if resume else "started", "", {"tasks": [t.name for t in tasks]})
+        kind = "started" if first_start else "resumed"
+        library.log_event(run_id, kind, "", {"tasks": [t.name for t in tasks]})
         mutators = build_mutators(config, reporter) if mutators is None else mutators
         own_pool = pool is None
         if pool is None:
@@ -85,8 +126,11 @@ def run_experiment(
             evaluator = pool
         reporter.start(run_id, config, tasks, evaluator, library)
         engine = Engine(config, library, evaluator, mutators, run_id, tasks, on_event=reporter.event)
+        engine.handle_sigint = handle_sigint
+        if on_engine is not None:
+            on_engine(engine)
         try:
-            stopped = asyncio.run(_run(engine, mutators))
+            stopped = await _run(engine, mutators)
         except BaseException as exc:
             library.set_run_status(run_id, "interrupted")
             elapsed = {"elapsed_s": engine.budget.elapsed_s() - engine.budget.elapsed_before_s}

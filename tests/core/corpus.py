@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evokernel.types import Evaluation
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -69,6 +71,14 @@ def load_case(path: Path) -> Case:
         device=header.get("device", "cpu"),
         timeout_s=float(header.get("timeout", "120")),
     )
+
+
+def assert_supervised_verdict(ev: Evaluation) -> None:
+    """The verdict is the supervisor's own record of the stage that failed, so it came within the
+    timeout the supervisor enforces: the sandbox's outer kill, past the timeout and its grace,
+    records no stages (sandbox.classify)."""
+    stages = ev.details.get("stages") or [{}]
+    assert (stages[-1].get("stage"), stages[-1].get("status")) == (ev.stage, "failed"), (ev.reason, stages)
 
 
 def corpus(kind: str) -> list[Case]:

@@ -15,6 +15,7 @@ import torch
 from evokernel.evaluation.channel import (
     ChannelError,
     Foreign,
+    RefusedDescription,
     SharingError,
     decode_tensors,
     encode_tensors,
@@ -89,13 +90,35 @@ def test_an_ipc_handle_is_refused_where_none_was_asked_for() -> None:
         {"tensor_offset": 4000},  # past the shared storage
         {"event_sync": True},  # an event to wait on, but no event handle
         {"device": 1},  # another GPU than the supervisor's
+        {"tensor_offset": -8},  # before the shared storage
     ],
-    ids=["expandable", "unprefixed", "counter-name", "counter-slot", "past-storage", "no-event", "device"],
+    ids=[
+        "expandable",
+        "unprefixed",
+        "counter-name",
+        "counter-slot",
+        "past-storage",
+        "no-event",
+        "device",
+        "negative-offset",
+    ],
 )
 def test_forged_ipc_descriptions_fail_before_any_cuda_call(change: dict[str, Any]) -> None:
-    # Runs on a CPU machine too: the checks come before torch touches CUDA.
-    with pytest.raises(SharingError):
+    # Runs on a CPU machine too: the checks come before torch touches CUDA. There, the driver would
+    # refuse a description too, but with the plain SharingError: only the subclass proves the
+    # description was stopped by evokernel's own checks.
+    with pytest.raises(RefusedDescription):
         open_shared(well_formed(**change), nbytes=256, device=CUDA0)
+
+
+def test_a_well_formed_description_passes_the_checks_and_reaches_cuda() -> None:
+    # The control of the case above: unchanged, the description passes the checks and fails in
+    # torch's CUDA call (no CUDA here). With a GPU the child-process test below checks the same.
+    if torch.cuda.is_available():
+        pytest.skip("a forged handle may crash the driver: the child-process test below covers it")
+    with pytest.raises(SharingError) as info:
+        open_shared(well_formed(), nbytes=256, device=CUDA0)
+    assert not isinstance(info.value, RefusedDescription)
 
 
 def test_a_malformed_ipc_description_breaks_the_protocol() -> None:
@@ -112,10 +135,12 @@ def test_a_forged_but_well_formed_handle_never_yields_data() -> None:
     # evaluation a supervisor that dies has no signed result, so the verdict is ``crashed``.
     code = (
         "import torch, tests.core.test_channel as t\n"
-        "from evokernel.evaluation.channel import SharingError, open_shared\n"
+        "from evokernel.evaluation.channel import RefusedDescription, SharingError, open_shared\n"
         "try:\n"
         "    open_shared(t.well_formed(), nbytes=256, device=t.CUDA0)\n"
         "    print('OPENED')\n"
+        "except RefusedDescription:\n"
+        "    print('NEVER REACHED CUDA')\n"
         "except SharingError:\n"
         "    print('REFUSED', float(torch.ones(8, device=t.CUDA0).sum()))\n"
     )
@@ -123,7 +148,7 @@ def test_a_forged_but_well_formed_handle_never_yields_data() -> None:
     child = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
     )
-    assert "OPENED" not in child.stdout
+    assert "OPENED" not in child.stdout and "NEVER REACHED CUDA" not in child.stdout
     assert "REFUSED 8.0" in child.stdout or child.returncode < 0, child.stderr[-2000:]
 
 

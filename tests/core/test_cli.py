@@ -45,6 +45,21 @@ def test_tasks_list_shows_the_bundled_suite() -> None:
     assert "softmax" in out.stdout and "matmul_fp16" in out.stdout
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    # `evokernel tasks list ... | head -2`: the reader closes the pipe before the command writes
+    # (here before it has even imported its modules), so every write meets a broken pipe.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evokernel", "tasks", "list", str(ROOT / "experiments/tasks")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0
+    assert stderr == ""
+
+
 def test_db_upgrade_creates_the_schema_and_runs_lists_nothing(tmp_path: Path) -> None:
     db = tmp_path / "lib.db"
     out = evokernel("db", "upgrade", "--library", str(db))

@@ -69,10 +69,14 @@ def test_wall_time_budget_stops_new_work_and_finishes_what_is_in_flight(tmp_path
         tmp_path, "greedy", {"batch": 2}, evaluator=evaluator, evaluations=1000, wall_time_s=1.0
     )
     done = lib.count_evaluated(run, "t0")
-    assert 3 < done < 100
+    # Counts and the run's own records, not how soon it stopped (a figure of a loaded machine):
+    # it stopped for its wall time, not before it (elapsed >= 1 s), long before its 1000
+    # evaluations, with nothing left in flight.
+    assert 0 < done < 100
     assert lib.count_proposals(run, "t0", state="open") == 0 and not lib.pending_candidates(run, "t0")
-    elapsed = [e[2]["elapsed_s"] for e in lib.events(run) if e[0] == "finished"]
-    assert 1.0 <= elapsed[0] < 3.0
+    finished = [e[2] for e in lib.events(run) if e[0] == "finished"]
+    assert finished[0]["elapsed_s"] >= 1.0
+    assert all("wall-time budget" in reason for reason in finished[0]["stopped"].values()), finished
     # Resuming a run whose wall time is spent starts nothing new.
     config = instant_config(
         "greedy", {"batch": 2}, tmp_path / "lib.db", tasks, evaluations=1000, wall_time_s=1.0

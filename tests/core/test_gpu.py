@@ -14,7 +14,7 @@ from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_task, load_tasks
 from evokernel.types import Evaluation, Status, Task
-from tests.core.corpus import FIXTURES, Case, Expectation, corpus
+from tests.core.corpus import FIXTURES, Case, Expectation, assert_supervised_verdict, corpus
 
 pytestmark = [
     pytest.mark.gpu,
@@ -82,7 +82,7 @@ def test_gpu_fault_is_classified_and_the_gpu_stays_usable(case: Case) -> None:
     task = load_task(case.task)
     ev = run(task, case.path.read_text(), case.timeout_s, static_checks=False)
     check(ev, case.expect)
-    assert ev.duration_s < case.timeout_s + 60
+    assert_supervised_verdict(ev)
     after = run(task, task.seed_source or "", 300)
     assert after.ok, f"after {case.id}: {after.status.value}: {after.reason}"
 

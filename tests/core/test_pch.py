@@ -92,9 +92,9 @@ def test_the_cache_is_found_again_and_withdrawn_when_a_header_changes(built: Pat
     workdir = tmp_path / "work"
     workdir.mkdir()
     cache = pch.HeaderCache(built.parent, cuda=False, env=sandbox_env("cpu", workdir))
-    state = cache.wait(120)
+    state = cache.wait(pch.BUILD_TIMEOUT_S)  # a rebuild would finish, and show in "built"
     assert state["state"] == "ready", state
-    assert state["build_s"] < 60  # found, not rebuilt: a rebuild takes minutes on this machine
+    assert state["built"] == []  # every variant found, none rebuilt
     assert cache.root() == str(built)
     header = built / "default" / pch.HEADER
     os.utime(header)  # any write or touch changes ctime, which no one can set back

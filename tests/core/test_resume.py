@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,13 +22,37 @@ pytestmark = pytest.mark.slow
 
 
 def _count(db: Path, sql: str) -> int:
-    if not db.exists():
-        return 0
+    """The number ``sql`` counts in the library; a missing file, table or column fails the test."""
+    assert db.is_file(), f"no library at {db}"
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+        return int(conn.execute(sql).fetchone()[0])
+
+
+def _schema_complete(db: Path) -> bool:
+    """Whether a starting run has migrated its library to the shipped head revision (alembic on
+    SQLite commits each migration alone, so tables appear before later columns do)."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import create_engine, inspect, text
+
+    from evokernel.db.connection import alembic_config
+
+    if not db.is_file():
+        return False
+    url = f"sqlite:///{db}"
+    engine = create_engine(url)
     try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            return int(conn.execute(sql).fetchone()[0])
-    except sqlite3.OperationalError:  # tables not created yet
-        return 0
+        if not inspect(engine).has_table("alembic_version"):
+            return False
+        with engine.connect() as conn:
+            current = conn.execute(text("select version_num from alembic_version")).scalar()
+    finally:
+        engine.dispose()
+    return current == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+
+
+def _polled_count(db: Path, sql: str) -> int:
+    """:func:`_count` while a run starts: 0 until its library's schema is complete, then strict."""
+    return _count(db, sql) if _schema_complete(db) else 0
 
 
 def _evokernel(*args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -51,9 +76,9 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
     deadline = time.monotonic() + 240
     # Kill once the seed is evaluated and the first generation's work is in flight.
     while (
-        _count(db, "select count(*) from evaluations") < 2
-        or _count(db, "select count(*) from candidates where status = 'pending'")
-        + _count(db, "select count(*) from proposals where state = 'open'")
+        _polled_count(db, "select count(*) from evaluations") < 2
+        or _polled_count(db, "select count(*) from candidates where status = 'pending'")
+        + _polled_count(db, "select count(*) from proposals where state = 'open'")
         < 1
     ):
         assert driver.poll() is None, log.read_text()
@@ -137,7 +162,7 @@ def _driver(db: Path, spec: dict, *resume: str) -> subprocess.Popen[bytes]:
 
 def _wait_for(db: Path, evaluations: int, driver: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
-    while _count(db, "select count(*) from evaluations") < evaluations:
+    while _polled_count(db, "select count(*) from evaluations") < evaluations:
         assert driver.poll() is None, (driver.stdout.read() if driver.stdout else b"").decode()
         assert time.monotonic() < deadline, "the driver made no progress"
         time.sleep(0.02)
@@ -212,15 +237,15 @@ def test_sigint_finishes_in_flight_work_and_a_second_stops_at_once(tmp_path: Pat
     time.sleep(0.3)  # evaluations of 0-4 s are in flight now
     os.kill(driver.pid, signal.SIGINT)
     time.sleep(0.1)
-    started = time.monotonic()
     os.kill(driver.pid, signal.SIGINT)  # twice: stop at once, abandoning work in flight
     assert driver.wait(timeout=30) == 130
-    assert time.monotonic() - started < 1.5
+    # Had it finished the work in flight, as after one SIGINT, nothing would be left open.
     abandoned = _count(db, "select count(*) from proposals where state = 'open'") + _count(
         db, "select count(*) from candidates where status = 'pending'"
     )
     assert abandoned > 0
     assert _count(db, "select count(*) from run_events where kind = 'sigint'") == 3
+    assert _count(db, "select count(*) from run_events where message = 'stopping at once'") == 1
 
     driver = _driver(db, spec, "--resume", run_id)  # re-runs what was abandoned, counts nothing twice
     assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()

@@ -178,14 +178,18 @@ def test_server_errors_exhaust_retries_without_raising(llm_server: LLMServer) ->
 
 
 def test_hang_times_out_within_bound(llm_server: LLMServer) -> None:
-    llm_server.push(Hang(30), Hang(30))
+    # The server holds each reply 30 times the client's timeout. Both attempts together end before
+    # one hold would have: the client gave up on its own timeout (not earlier: >= 0.9 s each)
+    # instead of waiting for the server, whatever the load on the machine.
+    hold = 30.0
+    llm_server.push(Hang(hold), Hang(hold))
     start = time.monotonic()
     result = _run(_mutator(_config(llm_server, timeout_s=1.0, max_retries=1)), _request())
     elapsed = time.monotonic() - start
     assert result.source is None
     assert [c.outcome for c in result.llm_calls] == ["timeout", "timeout"]
-    assert all(0.9 < c.latency_s < 2.5 for c in result.llm_calls)
-    assert elapsed < 6.0
+    assert all(c.latency_s > 0.9 for c in result.llm_calls)
+    assert elapsed < hold
 
 
 def test_prose_is_a_recorded_failure_not_retried(llm_server: LLMServer) -> None:

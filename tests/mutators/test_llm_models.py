@@ -186,21 +186,25 @@ def test_a_stream_cut_mid_reply_is_a_recorded_failure(llm_server: LLMServer) -> 
     result = asyncio.run(
         LLMMutator(dataclasses.replace(config, max_retries=1), backoff_base_s=0.01).mutate(_request())
     )
-    assert [c.outcome for c in result.llm_calls] == ["stream_cut", "ok"]
-    assert result.source is not None and "Not enough data" in result.llm_calls[0].error
+    # evokernel's classification, retry and cost row; the error text is litellm's and changes with it.
+    cut, retried = result.llm_calls
+    assert (cut.outcome, retried.outcome) == ("stream_cut", "ok")
+    assert cut.error and cut.cost_usd == 0.0 and cut.completion_tokens == 0
+    assert result.source is not None and "return x * 1" in result.source
 
 
 def test_per_model_limit_serialises_requests(llm_server: LLMServer) -> None:
     async def two(mutator: LLMMutator) -> list[MutationResult]:
         return list(await asyncio.gather(mutator.mutate(_request(0)), mutator.mutate(_request(1))))
 
-    for limit in (1, 0):
+    # Each reply is held until both requests are at the server, or for at most ``hold`` seconds:
+    # under a limit of 1 the second never arrives while the first is held, so each waits its 0.6 s;
+    # without a limit both are released when the second arrives, however slow the machine. The
+    # server's count of requests held at once is the evidence.
+    for limit, hold, held_at_once in ((1, 0.6, 1), (0, 4.0, 2)):
         llm_server.reset()
-        llm_server.push(Hang(0.6, then=Reply(GOOD)), Hang(0.6, then=Reply(GOOD)))
+        gate = Hang(hold, then=Reply(GOOD), until_in_flight=2)
+        llm_server.push(gate, gate)
         mutator = _ensemble(llm_server, "weighted", ModelConfig("openai/solo", max_concurrent=limit))
         assert all(r.ok for r in asyncio.run(two(mutator)))
-        first, second = (r.received_at for r in llm_server.completions)
-        if limit == 1:
-            assert second - first >= 0.55  # the second waited for the first reply
-        else:
-            assert second - first < 0.3  # both in flight at once
+        assert len(llm_server.completions) == 2 and llm_server.max_in_flight == held_at_once, limit

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,10 +190,34 @@ def test_failures_lower_the_chance_of_their_close_neighbours_only() -> None:
 
 
 def test_the_candidate_set_is_the_whole_valid_space_when_small() -> None:
+    """Softmax's space (8 x 5 x 3 = 120 settings, 102 valid) is under MAX_CANDIDATES, so it is
+    enumerated: siblings of one generation, each told the others through ``avoid``, propose every
+    valid setting once -- including those three knob changes from the parent, which the sampled
+    search of a large space reaches only by chance -- and then say the space is used up. (The
+    seed's own (64, 4, 2) is not among them: 4 warps over a 64-element block leaves half idle.)"""
     assert SOFTMAX.seed_source is not None
     knobs = find_knobs(SOFTMAX.seed_source, SPACE)
-    valid = [s for s in itertools.product(*(k.choices for k in knobs)) if valid_setting(knobs, s)]
+    valid = {s for s in itertools.product(*(k.choices for k in knobs)) if valid_setting(knobs, s)}
     assert len(valid) == 102
+    parent = _scored(1, (64, 4, 2))
+    request = MutationRequest(
+        proposal=Proposal(task=SOFTMAX.name, operator="tune", generation=1, parents=(1,)),
+        task=SOFTMAX,
+        parents=(parent,),
+        rng_seed=5,
+        avoid=frozenset({parent.candidate.source_hash}),
+        history=(parent,),
+    )
+    tuner = TuneMutator(space=SPACE)
+    proposed: list[tuple[int, ...]] = []
+    for _ in range(len(valid) + 1):
+        result = asyncio.run(tuner.mutate(request))
+        if result.source is None:
+            break
+        proposed.append(tuple(k.value for k in find_knobs(result.source, SPACE)))
+        request = replace(request, avoid=request.avoid | {source_hash(result.source)})
+    assert result.source is None and result.error is not None and "no untried" in result.error
+    assert len(proposed) == len(set(proposed)) and set(proposed) == valid
 
 
 def test_a_space_too_large_to_enumerate_is_searched_around_the_parent() -> None:

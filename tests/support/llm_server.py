@@ -44,10 +44,13 @@ class HttpError:
 
 @dataclass(frozen=True)
 class Hang:
-    """Sleep before answering (longer than the client's timeout), then send ``then`` if still connected."""
+    """Sleep before answering (longer than the client's timeout), then send ``then`` if still connected.
+    With ``until_in_flight``, stop sleeping once that many completion requests have been in flight
+    at once since the last reset: a gate that shows concurrency by the event, not by a clock."""
 
     seconds: float
     then: Reply | None = None
+    until_in_flight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,10 @@ class _State:
     # Set on stop so a Hang wakes at once instead of holding the test for its full duration.
     stopping: threading.Event = field(default_factory=threading.Event)
     model_id: str = "test-model"
+    # Completion requests received and not yet answered (counted down before the first byte of the
+    # answer goes out, so a client that sends its next request on reading a reply never overlaps).
+    in_flight: int = 0
+    max_in_flight: int = 0
 
 
 def _completion(reply: Reply, model: str) -> dict[str, Any]:
@@ -132,6 +139,7 @@ def _chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str, Any
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    _counted_down = False
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request stderr line; tests read ``requests`` instead."""
@@ -176,21 +184,51 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         state = self.server.state
+        self._counted_down = False  # one handler serves every request of a keep-alive connection
         with state.lock:
             item = state.script.popleft() if state.script else None
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            self._respond(item, body)
+        finally:
+            self._answering()
+
+    def _answering(self) -> None:
+        """The request stops counting as in flight (idempotent per request)."""
+        if self._counted_down:
+            return
+        self._counted_down = True
+        with self.server.state.lock:
+            self.server.state.in_flight -= 1
+
+    def _hold(self, hang: Hang) -> bool:
+        """Sleep out ``hang``; True if the server is stopping."""
+        state = self.server.state
+        if hang.until_in_flight is None:
+            return state.stopping.wait(hang.seconds)
+        deadline = time.monotonic() + hang.seconds
+        while time.monotonic() < deadline:
+            with state.lock:
+                if state.max_in_flight >= hang.until_in_flight:  # a latch, seen by every holder
+                    return False
+            if state.stopping.wait(0.01):
+                return True
+        return False
+
+    def _respond(self, item: Scripted | None, body: dict[str, Any]) -> None:
         if item is None:
             # An unscripted request is a test bug; 400 is not retried so it shows up as one call.
+            self._answering()
             self._send_json(400, {"error": {"message": "LLMServer script is empty", "type": "test_error"}})
             return
-        self._respond(item, body)
-
-    def _respond(self, item: Scripted, body: dict[str, Any]) -> None:
         model = str(body.get("model", self.server.state.model_id))
         if isinstance(item, Hang):
-            if self.server.state.stopping.wait(item.seconds) or item.then is None:
+            if self._hold(item) or item.then is None:
                 self.close_connection = True
                 return
             item = item.then
+        self._answering()
         if isinstance(item, HttpError):
             extra = {} if item.retry_after is None else {"Retry-After": f"{item.retry_after:g}"}
             err = {"error": {"message": item.message, "type": "scripted", "code": str(item.status)}}
@@ -251,6 +289,12 @@ class LLMServer:
         return [r for r in self.requests if r.method == "POST"]
 
     @property
+    def max_in_flight(self) -> int:
+        """The most completion requests the server held unanswered at one time."""
+        with self._state.lock:
+            return self._state.max_in_flight
+
+    @property
     def pending(self) -> int:
         """Scripted responses not consumed yet."""
         with self._state.lock:
@@ -265,6 +309,7 @@ class LLMServer:
         with self._state.lock:
             self._state.script.clear()
             self._state.requests.clear()
+            self._state.max_in_flight = self._state.in_flight
 
     def start(self) -> LLMServer:
         if self._server is not None:

@@ -1,0 +1,97 @@
+"""`evokernel export`: standalone kernel files that `evokernel verify` accepts, and their manifest."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evokernel.cli import main
+from evokernel.db import SolutionLibrary
+from evokernel.exceptions import ExportError
+from evokernel.export.kernels import export_kernels
+from evokernel.types import source_hash
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.mark.slow
+def test_export_verify_on_a_quickstart_like_cpu_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    for name in ("axpy.py", "axpy.seed.py"):
+        shutil.copy(FIXTURES / "tasks" / name, exp / name)
+    (exp / "quick.yaml").write_text(
+        "name: quick\ntasks: [axpy.py]\nlibrary: lib.db\nbudget: {evaluations: 4}\n"
+        "strategy: {name: pike_b, params: {branches: 2, top_k: 2}}\n"
+        "evaluation: {timeout_s: 120, timing: {warmup_ms: 1, min_reps: 3, max_ms: 50}}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "evokernel", "run", "exp/quick.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    db, out = tmp_path / "lib.db", tmp_path / "kernels"
+    assert (
+        main(["export", "--library", str(db), "--out", str(out), "--top", "2", "--verify", "--device", "cpu"])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "verified" in printed and "manifest:" in printed
+
+    lib = SolutionLibrary(db)
+    (run_id,) = [r.id for r in lib.list_runs()]
+    best = lib.top(run_id, "axpy", 2)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [e["candidate_id"] for e in manifest] == [sc.candidate.id for sc in best]
+    for entry, scored in zip(manifest, best, strict=True):
+        kernel = out / entry["file"]
+        body = kernel.read_text().split("\n", 3)[3]  # the three header lines, then the source as evaluated
+        assert source_hash(body) == entry["candidate_hash"] == scored.candidate.source_hash
+        assert entry["speedup_eager"] == pytest.approx(scored.speedup)
+        assert entry["run_id"] == run_id and entry["profile"] == "strict" and entry["interpreter"] is True
+        assert entry["standalone"] is True and "evokernel" not in body
+        assert entry["verified"]["status"] == "correct", entry["verified"]
+        assert entry["verified"]["speedup_eager"] > 0
+        if entry["rank"] > 1:
+            continue
+        # The file verifies on its own too, in a process that has never seen the library.
+        alone = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evokernel",
+                "verify",
+                str(out / entry["reference"]),
+                str(kernel),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert alone.returncode == 0 and json.loads(alone.stdout)["status"] == "correct", alone.stdout
+    assert (out / "axpy" / "axpy.seed.py").exists()  # the reference names it; load_task needs it
+
+
+def test_export_errors_name_what_is_missing(tmp_path: Path) -> None:
+    from evokernel.conformance import instant_task
+
+    lib = SolutionLibrary(tmp_path / "l.db")
+    run_id = lib.create_run("empty", {"budget": {"evaluations": 3}})
+    lib.register_task(run_id, instant_task("alpha"))
+    with pytest.raises(ExportError, match=f"no correct kernel to export in run {run_id}"):
+        export_kernels(lib, None, tmp_path / "out")
+    with pytest.raises(ExportError, match="has no task 'beta'; its tasks: alpha"):
+        export_kernels(lib, run_id, tmp_path / "out", task="beta")
+    with pytest.raises(ExportError, match="--top must be at least 1"):
+        export_kernels(lib, run_id, tmp_path / "out", top=0)
+    assert main(["export", "--library", str(tmp_path / "l.db")]) == 2  # neither --out nor --dataset
