@@ -10,7 +10,7 @@ from evokernel.db.models import ProposalRow, RunTaskRow
 from evokernel.db.rows import proposal as _proposal
 from evokernel.db.runs import RunsMixin
 from evokernel.exceptions import LibraryError
-from evokernel.types import Proposal
+from evokernel.types import Operator, Proposal
 
 
 class ProposalsMixin(RunsMixin):
@@ -154,7 +154,7 @@ class ProposalsMixin(RunsMixin):
                 ProposalRow.run_id == run_id,
                 ProposalRow.task_id == task_id,
                 ProposalRow.state != "open",
-                ProposalRow.operator != "ideas",
+                ProposalRow.operator != Operator.IDEAS.value,
             )
             .order_by(ProposalRow.seq.desc())
             .limit(limit)

@@ -27,6 +27,7 @@ _PUBLIC: dict[str, str] = {
     "from_dict": "evokernel.config",
     "ExperimentConfig": "evokernel.config",
     "run_experiment": "evokernel.run",
+    "run_experiment_async": "evokernel.run",
     "RunSummary": "evokernel.run",
     "load_tasks": "evokernel.tasks",
     # plug-in kinds and what they see
@@ -98,6 +99,7 @@ __all__ = [
     "load_tasks",
     "resolve",
     "run_experiment",
+    "run_experiment_async",
 ]
 
 if TYPE_CHECKING:
@@ -118,7 +120,7 @@ if TYPE_CHECKING:
     )
     from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
     from evokernel.plugins import available, resolve
-    from evokernel.run import RunSummary, run_experiment
+    from evokernel.run import RunSummary, run_experiment, run_experiment_async
     from evokernel.strategies.base import GenerationalStrategy, Strategy
     from evokernel.strategies.view import RunView
     from evokernel.tasks import load_tasks

@@ -31,6 +31,7 @@ MOVED: dict[str, str] = {
     "evokernel.baselinecache": "evokernel.pool.baseline_cache",
     "evokernel.poolhealth": "evokernel.pool.health",
     "evokernel.fairqueue": "evokernel.pool.fair_queue",
+    "evokernel.mutators.hardware": "evokernel.pool.hardware",
 }
 
 

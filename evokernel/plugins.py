@@ -1,7 +1,9 @@
 """Find plug-in classes by name without importing every plug-in up front.
 
-Resolution order for a name: a built-in listed here, then an installed package's entry point in
-the group ``evokernel.<kind>``, then a ``module:Class`` path (or ``path/to/file.py:Class``, for
+Resolution order for a name: a built-in listed by its plug-in package (``BUILTINS`` in
+``evokernel.strategies`` and ``evokernel.mutators``; ``MIGRATIONS``/``RESETS`` in
+``evokernel.islands``), then an installed package's entry point in the group ``evokernel.<kind>``,
+then a ``module:Class`` path (or ``path/to/file.py:Class``, for
 a strategy kept beside an experiment). Only the class asked for is imported, so a run using
 ``tune`` never imports litellm.
 """
@@ -10,35 +12,55 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from evokernel.exceptions import PluginError
+from evokernel.exceptions import ConfigError, PluginError
 
-BUILTINS: dict[str, dict[str, str]] = {
-    "strategies": {
-        "pike_b": "evokernel.strategies.pike_b:PikeB",
-        "pike_o": "evokernel.strategies.pike_o:PikeO",
-        "greedy": "evokernel.strategies.greedy:Greedy",
-        "random": "evokernel.strategies.random_search:RandomSearch",
-    },
-    "mutators": {"tune": "evokernel.mutators.tune:TuneMutator", "llm": "evokernel.mutators.llm:LLMMutator"},
-    "migrations": {
-        "ring": "evokernel.islands.migration:RingMigration",
-        "random": "evokernel.islands.migration:RandomMigration",
-        "none": "evokernel.islands.migration:NoMigration",
-    },
-    "resets": {
-        "funsearch": "evokernel.islands.reset:FunSearchReset",
-        "none": "evokernel.islands.reset:NoReset",
-    },
+T = TypeVar("T")
+
+# Where each kind's built-ins are listed: (package, dict name). Each plug-in package names its own
+# built-ins; this module only knows where to look (by name, so it imports none of them up front).
+HOMES: dict[str, tuple[str, str]] = {
+    "strategies": ("evokernel.strategies", "BUILTINS"),
+    "mutators": ("evokernel.mutators", "BUILTINS"),
+    "migrations": ("evokernel.islands", "MIGRATIONS"),
+    "resets": ("evokernel.islands", "RESETS"),
 }
 
 
+def builtins(kind: str) -> dict[str, str]:
+    """Built-in name -> ``module:Class`` for ``kind`` (imports the plug-in package's __init__ only)."""
+    package, attr = HOMES[kind]
+    found: dict[str, str] = getattr(importlib.import_module(package), attr)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTINS":  # the old registry's table, assembled on demand
+        return {kind: builtins(kind) for kind in HOMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 SINGULAR = {"strategies": "strategy", "mutators": "mutator", "migrations": "migration", "resets": "reset"}
+
+
+def construct(cls: type[T], params: Mapping[str, Any], key: str, what: str) -> T:
+    """``cls(**params)``; a parameter its ``__init__`` does not take is a ConfigError naming the
+    config ``key`` (e.g. ``strategy.params``), the plug-in (``what``) and the valid names."""
+    valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown {key} key(s) {', '.join(unknown)} for {what} {getattr(cls, 'name', cls.__name__)!r}; "
+            f"valid keys: {', '.join(valid) or '(none)'}"
+        )
+    return cls(**params)
 
 
 def _load_file(path: Path, kind: str, name: str) -> ModuleType:
@@ -75,22 +97,21 @@ def _import(path: str, kind: str, name: str) -> Any:
 
 def available(kind: str) -> list[str]:
     """Built-in and installed names for ``kind`` (nothing is imported)."""
-    return sorted(BUILTINS[kind]) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
+    return sorted(builtins(kind)) + sorted(ep.name for ep in entry_points(group=f"evokernel.{kind}"))
 
 
 def resolve(kind: str, name: str) -> Any:
     """The class registered as ``name`` for ``kind`` ("strategies", "mutators", "migrations" or
     "resets"); third-party packages register under the entry-point group ``evokernel.<kind>``."""
-    builtins = BUILTINS[kind]
-    if name in builtins:
-        return _import(builtins[name], kind, name)
+    known = builtins(kind)
+    if name in known:
+        return _import(known[name], kind, name)
     for ep in entry_points(group=f"evokernel.{kind}"):
         if ep.name == name:
             return ep.load()
     if ":" in name:
         return _import(name, kind, name)
-    known = available(kind)
     raise PluginError(
-        f"unknown {SINGULAR[kind]} {name!r}; built-in and installed: {', '.join(known)}; "
+        f"unknown {SINGULAR[kind]} {name!r}; built-in and installed: {', '.join(available(kind))}; "
         f"or give a 'package.module:Class' or 'path/to/file.py:Class' path"
     )

@@ -32,6 +32,19 @@ class Status(StrEnum):
     REJECTED = "rejected"
 
 
+class Operator(StrEnum):
+    """The built-in proposal operators: the one place their names are spelled. A proposal's
+    ``operator`` is a plain string, so a third-party mutator may serve operators of its own."""
+
+    SEED = "seed"  # an LLM writes a first kernel from the reference
+    SEED_FILE = "seed_file"  # the task's own seed implementation, as given (no mutator)
+    MUTATE = "mutate"  # an LLM rewrites one parent
+    CROSSOVER = "crossover"  # an LLM combines two parents
+    FIX = "fix"  # an LLM repairs a failed parent, shown its feedback
+    TUNE = "tune"  # the knob search changes a Triton kernel's launch/config constants (no LLM)
+    IDEAS = "ideas"  # an LLM brainstorms ideas for the next phase; makes no candidate
+
+
 # Defaults from the verifier issue: fp32 1e-4, half types 1e-2; (atol, rtol).
 DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
     "float32": (1e-4, 1e-4),

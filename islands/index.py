@@ -11,13 +11,14 @@ selection needs. Read a parent's source through the library when it is needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import overload
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
 
 from evokernel.db.index import AsOf, IndexSnapshot, IndexState, Ranked, light_scored
 from evokernel.islands.model import Member
-from evokernel.strategies.view import RunView
-from evokernel.types import Scored
+
+if TYPE_CHECKING:
+    from evokernel.db import SolutionLibrary
 
 
 def _member(r: Ranked) -> Member:
@@ -25,41 +26,33 @@ def _member(r: Ranked) -> Member:
 
 
 class IslandIndex:
-    """Islands ``0..islands-1`` of ``view``'s task as ``generation`` starts: candidates of earlier
+    """Islands ``0..islands-1`` of a (run, task) as ``generation`` starts: candidates of earlier
     generations, and island events up to ``generation`` (``with_events``) or before it.
 
-    ``spec`` names the grid ``cell_of`` computes (features and bins): the index keeps one grid per
-    (run, task) and rebuilds it when the spec changes (None: members and the pool only). Reads are
-    one snapshot (:meth:`read`, one transaction) plus a primary-key lookup per draw from
-    :meth:`pool`; migration policies' natives queries come on top at migration boundaries only.
+    ``state`` is the index as folded by the run's writer (:meth:`RunView.island_index` folds
+    first, then builds this); everything here reads. Reads are one snapshot (:meth:`read`, one
+    transaction) plus a primary-key lookup per draw from :meth:`pool`; migration policies'
+    natives queries come on top at migration boundaries only.
     """
 
     def __init__(
         self,
-        view: RunView,
+        library: SolutionLibrary,
+        run_id: str,
+        task: str,
         islands: int,
         generation: int,
-        *,
-        spec: str | None,
-        cell_of: Callable[[Scored], str] | None,
+        state: IndexState,
         with_events: bool,
     ) -> None:
-        self.view = view
+        self.library, self.run_id, self.task = library, run_id, task
         self.count = islands
         events_through = generation if with_events else generation - 1
         self.as_of = AsOf(generation, events_through)
-        self.state: IndexState = view.library.advance_island_index(
-            view.run_id,
-            view.task.name,
-            spec=spec,
-            cell_of=cell_of,
-            candidates_through=generation - 1,
-            events_through=events_through,
-        )
-        self.epochs = {i: self.state.epoch(i, events_through) for i in range(islands)}
+        self.state = state
+        self.epochs = {i: state.epoch(i, events_through) for i in range(islands)}
         # At the index's horizon (the engine's case) the grids come with its state; a read behind
         # it (a fresh strategy re-planning the generation under way) assembles them from records.
-        state = self.state
         self.at_horizon = (state.candidates_through, state.events_through) == (generation - 1, events_through)
         self._read: tuple[tuple[int, int, int, bool], IndexSnapshot] | None = None
 
@@ -76,9 +69,9 @@ class IslandIndex:
             if all(h >= w for h, w in zip(have, want, strict=True)):
                 return snapshot
             want = (max(top_k, have[0]), max(archive_k, have[1]), max(count_limit, have[2]), grids or have[3])
-        snapshot = self.view.library.index_snapshot(
-            self.view.run_id,
-            self.view.task.name,
+        snapshot = self.library.index_snapshot(
+            self.run_id,
+            self.task,
             self.state,
             self.as_of,
             self.epochs,
@@ -106,8 +99,7 @@ class IslandIndex:
 
     def holding(self, candidates: list[int], islands: list[int]) -> set[tuple[int, int]]:
         epochs = {i: self.epochs[i] for i in islands if i in self.epochs}
-        lib, view = self.view.library, self.view
-        return lib.index_holding(view.run_id, view.task.name, candidates, epochs, self.as_of)
+        return self.library.index_holding(self.run_id, self.task, candidates, epochs, self.as_of)
 
     # ---- what a plan reads ------------------------------------------------------------------------
     def members(self, island: int, limit: int | None) -> int:
@@ -136,25 +128,24 @@ class IslandIndex:
 
     def pool(self) -> CorrectPool:
         """Every correct candidate of earlier generations, as a sequence for ``rng.choice``."""
-        return CorrectPool(self.view, self.read().pool)
+        return CorrectPool(self.library, self.run_id, self.task, self.read().pool)
 
     def _count(self, island: int, limit: int | None, natives_only: bool = False) -> int:
-        lib, view = self.view.library, self.view
         k = limit if limit is not None else 1 << 62
         epoch = self.epochs[island]
-        return lib.index_count(view.run_id, view.task.name, island, epoch, k, self.as_of, natives_only)
+        return self.library.index_count(self.run_id, self.task, island, epoch, k, self.as_of, natives_only)
 
     def _top(self, island: int, k: int, migrant: bool | None) -> list[Ranked]:
-        lib, view = self.view.library, self.view
-        return lib.index_top(view.run_id, view.task.name, island, self.epochs[island], k, self.as_of, migrant)
+        epoch = self.epochs[island]
+        return self.library.index_top(self.run_id, self.task, island, epoch, k, self.as_of, migrant)
 
 
 class CorrectPool(Sequence[Member]):
     """The correct candidates of generations < ``before``, numbered generation by generation
     (fastest first within one); indexing is one primary-key lookup."""
 
-    def __init__(self, view: RunView, size: int) -> None:
-        self.view = view
+    def __init__(self, library: SolutionLibrary, run_id: str, task: str, size: int) -> None:
+        self.library, self.run_id, self.task = library, run_id, task
         self.size = size
 
     def __len__(self) -> int:
@@ -172,7 +163,7 @@ class CorrectPool(Sequence[Member]):
         if not -self.size <= index < self.size:
             raise IndexError(f"pool index {index} out of range ({self.size} candidates)")
         ordinal = index % self.size
-        return _member(self.view.library.index_pool_at(self.view.run_id, self.view.task.name, ordinal))
+        return _member(self.library.index_pool_at(self.run_id, self.task, ordinal))
 
     def __iter__(self) -> Iterator[Member]:
         return (self[i] for i in range(self.size))

@@ -1,6 +1,7 @@
 """The mutator plug-in kind: turns a :class:`~evokernel.types.Proposal` into candidate source.
 
-Lifecycle: the engine builds each configured mutator once per run, then awaits
+Lifecycle: the run builds each configured mutator once (:meth:`Mutator.from_config`, see
+:func:`evokernel.mutators.build.build_mutators`), then the engine awaits
 :meth:`Mutator.mutate` for every proposal whose operator the mutator serves (several calls may be
 in flight at once, so implementations keep no per-call state on ``self``), and finally awaits
 :meth:`Mutator.aclose`. A mutator never touches the library or the evaluation pool: everything it
@@ -13,10 +14,16 @@ replayed when a run resumes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from evokernel.exceptions import ConfigError
+from evokernel.plugins import construct
 from evokernel.types import Evaluation, LLMCall, Proposal, Scored, Task
+
+if TYPE_CHECKING:
+    from evokernel.config.schema import ExperimentConfig
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,18 @@ class Mutator(ABC):
     llm_calls_per_job: int | None = None
     # Whether its jobs call an LLM: the run's LLM-call and cost budgets reserve for those only.
     uses_llm: bool = True
+    # Whether :meth:`ideas` can brainstorm (PIKE-B's ``ideas`` operator); the engine routes
+    # ``ideas`` proposals to the first configured mutator that can.
+    can_brainstorm: ClassVar[bool] = False
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, params: Mapping[str, Any]) -> Mutator | None:
+        """The mutator a run with ``config`` uses, or None when the config does not enable it.
+
+        Default: ``params`` (a ``mutators.plugins`` entry's) as keyword arguments of the class;
+        an unknown one is a :class:`~evokernel.exceptions.ConfigError` naming the valid ones.
+        Built-ins override this to read their own section (``mutators.llm``, ``mutators.tune``)."""
+        return construct(cls, params, "mutators.plugins params", "mutator")
 
     @abstractmethod
     async def mutate(self, request: MutationRequest) -> MutationResult:
@@ -84,5 +103,18 @@ class Mutator(ABC):
         """Told how the candidate of ``request`` did (None: no candidate); e.g. a bandit over models
         learns from it. Called by the engine once per finished proposal; default: ignore."""
 
+    async def ideas(self, request: MutationRequest, count: int) -> IdeasResult:
+        """Up to ``count`` distinct optimization ideas for ``request.task`` (only called when
+        :attr:`can_brainstorm`); never raise for bad LLM output."""
+        return IdeasResult((), error=f"mutator {type(self).__name__} cannot brainstorm ideas")
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most mutators hold nothing
         """Release clients or sessions at the end of a run."""
+
+
+def no_params(name: str, params: Mapping[str, Any]) -> None:
+    """Built-ins read their config section; params beside it would be silently ignored."""
+    if params:
+        raise ConfigError(
+            f"the built-in mutator {name!r} takes its settings from mutators.{name}.*, not params"
+        )

@@ -15,17 +15,18 @@ import asyncio
 import dataclasses
 import json
 import os
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from evokernel.config.schema import LLMConfig, ModelConfig
+from evokernel.config.schema import ExperimentConfig, LLMConfig, ModelConfig
 from evokernel.exceptions import ConfigError, MutationError
-from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator
+from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator, no_params
 from evokernel.mutators.client import MAX_RECORD_CHARS, Attempt, ModelClient, Sampling
 from evokernel.mutators.ideas import parse_ideas
 from evokernel.mutators.parsing import extract_model_new
 from evokernel.mutators.prompting import LANGUAGES, clip, load_template, render_ideas_prompt, render_prompt
 from evokernel.mutators.selection import ModelSelector, proposal_gain
-from evokernel.types import Evaluation, LLMCall, source_hash
+from evokernel.types import Evaluation, LLMCall, Operator, source_hash
 
 __all__ = ["LLMMutator", "load_template", "resolve_models"]
 
@@ -67,7 +68,8 @@ class LLMMutator(Mutator):
     """
 
     name: ClassVar[str] = "llm"
-    operators: ClassVar[tuple[str, ...]] = ("seed", "mutate", "fix", "crossover")
+    operators: ClassVar[tuple[str, ...]] = (Operator.SEED, Operator.MUTATE, Operator.FIX, Operator.CROSSOVER)
+    can_brainstorm: ClassVar[bool] = True
 
     def __init__(self, config: LLMConfig, *, backoff_base_s: float = 0.5, backoff_cap_s: float = 8.0) -> None:
         models = resolve_models(config)
@@ -87,6 +89,12 @@ class LLMMutator(Mutator):
         # Retry i waits base * 2^i, capped: 0.5, 1, 2, 4 s for the default max_retries=3.
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, params: Mapping[str, Any]) -> LLMMutator | None:
+        """From ``mutators.llm``; None when no model is set (the run then has no LLM operators)."""
+        no_params("llm", params)
+        return cls(config.mutators.llm) if config.mutators.llm.enabled() else None
 
     def describe(self) -> str:
         """One line for logs, e.g. ``openai/gpt-4o via http://127.0.0.1:8000/v1`` (never the key)."""

@@ -13,7 +13,7 @@ from string import Template
 
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
-from evokernel.types import Evaluation, Scored
+from evokernel.types import Evaluation, Operator, Scored
 
 # Feedback of a crashed candidate can be a long traceback; the head and tail carry the signal.
 MAX_FEEDBACK_CHARS = 4000
@@ -24,7 +24,7 @@ LANGUAGES: dict[str, str] = {
     "any": "Triton, CUDA via torch.utils.cpp_extension.load_inline, or plain PyTorch",
 }
 # Operators whose prompt shows parents and that cannot work without one.
-_NEEDS_PARENT = ("mutate", "fix", "crossover")
+_NEEDS_PARENT = (Operator.MUTATE, Operator.FIX, Operator.CROSSOVER)
 
 
 @functools.cache

@@ -29,11 +29,12 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evokernel.exceptions import ConfigError
-from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
+from evokernel.mutators.base import MutationRequest, MutationResult, Mutator, no_params
 from evokernel.mutators.tune_model import Observation, Setting, encode, rank
 from evokernel.mutators.tune_space import (
     CHOICES,
@@ -45,7 +46,10 @@ from evokernel.mutators.tune_space import (
     structure,
     valid_setting,
 )
-from evokernel.types import Candidate, Scored, Status, source_hash
+from evokernel.types import Candidate, Operator, Scored, Status, source_hash
+
+if TYPE_CHECKING:
+    from evokernel.config.schema import ExperimentConfig
 
 __all__ = ["CHOICES", "SEARCHES", "TuneMutator", "apply_values", "find_knobs", "valid_setting"]
 
@@ -152,7 +156,7 @@ def _candidates(knobs: list[Knob], base: Setting, rng: random.Random) -> list[Se
 
 class TuneMutator(Mutator):
     name = "tune"
-    operators = ("tune",)
+    operators = (Operator.TUNE,)
     wants_history = True
     uses_llm = False
 
@@ -168,6 +172,13 @@ class TuneMutator(Mutator):
         # history (a parse is ~2 ms for the matmul seed), and a size-bounded cache walked in order
         # would evict each entry before it is needed again once the history outgrows it.
         self._parses: dict[str, Parsed] = {}
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, params: Mapping[str, Any]) -> TuneMutator:
+        """From ``mutators.tune``."""
+        no_params("tune", params)
+        tune = config.mutators.tune
+        return cls(max_changes=tune.max_changes, space=tune.space or None, search=tune.search)
 
     async def mutate(self, request: MutationRequest) -> MutationResult:
         if not request.parents:

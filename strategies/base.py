@@ -28,12 +28,11 @@ given the same LLM replies and evaluations. ``evokernel.conformance`` checks the
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member, ranked
+from evokernel.plugins import construct
 from evokernel.strategies.view import RunView
 from evokernel.types import IslandEvent, Proposal, Scored
 
@@ -45,15 +44,7 @@ class Strategy(ABC):
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> Strategy:
-        sig = inspect.signature(cls.__init__)
-        valid = [p for p in sig.parameters if p != "self"]
-        unknown = sorted(set(params) - set(valid))
-        if unknown:
-            raise ConfigError(
-                f"unknown strategy.params key(s) {', '.join(unknown)} for strategy "
-                f"{getattr(cls, 'name', cls.__name__)!r}; valid keys: {', '.join(valid) or '(none)'}"
-            )
-        return cls(**params)
+        return construct(cls, params, "strategy.params", "strategy")
 
     @abstractmethod
     def propose(self, view: RunView, capacity: int) -> list[Proposal]:

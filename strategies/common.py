@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from evokernel.strategies.view import RunView
-from evokernel.types import Proposal, Scored, Status
+from evokernel.types import Operator, Proposal, Scored, Status
 
-SEED_FILE = "seed_file"
+SEED_FILE = Operator.SEED_FILE
 
 
 def mutation_operator(view: RunView, preferred: str = "auto") -> str:
     """``preferred`` unless "auto": the LLM's ``mutate`` when configured, else the ``tune`` knob search."""
     if preferred != "auto":
         return preferred
-    return "mutate" if "mutate" in view.operators else "tune"
+    return Operator.MUTATE if Operator.MUTATE in view.operators else Operator.TUNE
 
 
 def initial_generation(view: RunView, count: int, island: int = 0) -> list[Proposal]:
@@ -20,9 +20,10 @@ def initial_generation(view: RunView, count: int, island: int = 0) -> list[Propo
     task = view.task.name
     if view.task.seed_source is not None and SEED_FILE in view.operators:
         return [Proposal(task=task, operator=SEED_FILE, generation=0, island=island)]
-    if "seed" in view.operators:
+    if Operator.SEED in view.operators:
         return [
-            Proposal(task=task, operator="seed", generation=0, island=island, branch=b) for b in range(count)
+            Proposal(task=task, operator=Operator.SEED, generation=0, island=island, branch=b)
+            for b in range(count)
         ]
     return []
 

@@ -12,7 +12,7 @@ from evokernel.exceptions import ConfigError
 from evokernel.strategies.base import GenerationalStrategy
 from evokernel.strategies.common import failed, initial_generation, mutation_operator
 from evokernel.strategies.view import RunView
-from evokernel.types import Proposal
+from evokernel.types import Operator, Proposal
 
 
 class Greedy(GenerationalStrategy):
@@ -37,10 +37,12 @@ class Greedy(GenerationalStrategy):
                 Proposal(task=task, operator=op, generation=generation, parents=(parent,), branch=b)
                 for b in range(self.batch)
             ]
-        if "fix" not in view.operators:
+        if Operator.FIX not in view.operators:
             return []
         broken = failed(view.candidates(generation=generation - 1))[: self.batch]
         return [
-            Proposal(task=task, operator="fix", generation=generation, parents=(sc.candidate.id,), branch=b)
+            Proposal(
+                task=task, operator=Operator.FIX, generation=generation, parents=(sc.candidate.id,), branch=b
+            )
             for b, sc in enumerate(broken)
         ]

@@ -30,9 +30,9 @@ from evokernel.islands.model import Member
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Proposal, Scored, Status
+from evokernel.types import Operator, Proposal, Scored, Status
 
-FIX = "fix"
+FIX = Operator.FIX
 
 
 class PikeB(Strategy):
@@ -109,7 +109,7 @@ class PikeB(Strategy):
         for p in view.proposals(generation=phase - 1):
             if p.operator not in (IDEAS, FIX) and p.parents and p.parents[0] not in parents:
                 parents.append(p.parents[0])
-        return [view.library.get_candidate(pid) for pid in parents]
+        return [view.candidate(pid) for pid in parents]
 
     def _roots(self, view: RunView, phase: int, ideas: Proposal | None) -> list[Proposal]:
         """The phase's first proposals in branch order, or the ideas proposal they wait for."""

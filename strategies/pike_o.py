@@ -42,7 +42,7 @@ from evokernel.plugins import resolve
 from evokernel.strategies.base import GenerationalStrategy
 from evokernel.strategies.common import initial_generation, mutation_operator
 from evokernel.strategies.view import RunView
-from evokernel.types import IslandEvent, Proposal, Scored
+from evokernel.types import IslandEvent, Operator, Proposal, Scored
 
 EXPLORATION, EXPLOITATION, RANDOM = "exploration", "exploitation", "random"
 
@@ -137,8 +137,8 @@ class PikeO(GenerationalStrategy):
     def index(self, view: RunView, generation: int, with_events: bool = True) -> IslandIndex:
         """The islands as ``generation`` starts (``with_events``: after its island events), read
         through the library's island index: a boundary costs O(cells + archive + batch) rows."""
-        return IslandIndex(
-            view, self.islands, generation, spec=self.spec, cell_of=self.cell_key, with_events=with_events
+        return view.island_index(
+            self.islands, generation, spec=self.spec, cell_of=self.cell_key, with_events=with_events
         )
 
     @property
@@ -153,7 +153,7 @@ class PikeO(GenerationalStrategy):
 
     def island_events(self, view: RunView) -> list[IslandEvent]:
         nxt = self.generation_finished(view)
-        if nxt is None or nxt == 0 or view.library.has_island_events(view.run_id, view.task.name, nxt):
+        if nxt is None or nxt == 0 or view.has_island_events(nxt):
             return []
         islands = self.index(view, nxt, with_events=False)
         rng = view.rng("pike_o-islands", nxt)
@@ -210,9 +210,11 @@ class PikeO(GenerationalStrategy):
         task = view.task.name
         if generation == 0:
             seeds = initial_generation(view, self.batch)
-            if seeds and seeds[0].operator == "seed":  # LLM seeds: every island writes its own
+            if seeds and seeds[0].operator == Operator.SEED:  # LLM seeds: every island writes its own
                 return [
-                    Proposal(task=task, operator="seed", generation=0, island=i, branch=i * self.batch + b)
+                    Proposal(
+                        task=task, operator=Operator.SEED, generation=0, island=i, branch=i * self.batch + b
+                    )
                     for i in range(self.islands)
                     for b in range(self.batch)
                 ]
@@ -244,14 +246,14 @@ class PikeO(GenerationalStrategy):
                 slot = island * self.batch + b
                 if rng.random() < self.crossover_rate:
                     other = [m for m in archive if m.id != parent.id]
-                    if other and ("crossover" in view.operators or op == "tune"):
+                    if other and (Operator.CROSSOVER in view.operators or op == Operator.TUNE):
                         mate = rng.choice(other)
-                        cross = "crossover" if "crossover" in view.operators else "tune"
+                        cross = Operator.CROSSOVER if Operator.CROSSOVER in view.operators else Operator.TUNE
                         parents = (parent.id, mate.id)
                         out.append(Proposal(task, cross, island, generation, parents, branch=slot))
                         continue
                 context: list[int] = []
-                if op != "tune":  # tune reads a second parent as a crossover mate
+                if op != Operator.TUNE:  # tune reads a second parent as a crossover mate
                     context = [m.id for m in members[:n_top] if m.id != parent.id]
                     others = [m for m in grid if m.id != parent.id and m.id not in context]
                     context += [m.id for m in rng.sample(others, min(self.inspirations, len(others)))]

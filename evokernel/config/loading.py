@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from evokernel.config.schema import ExperimentConfig
@@ -60,6 +60,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         base_dir = file.resolve().parent
         try:
             loaded = OmegaConf.load(file)
+            _mutators_list_form(loaded, str(file))
             merged = OmegaConf.merge(merged, loaded)  # type: ignore[assignment]
         except OmegaConfBaseException as exc:
             raise _key_error(exc, str(file)) from exc
@@ -75,6 +76,31 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     config.seed_kernels = [_resolve_task_path(t, base_dir) for t in config.seed_kernels]
     _check(config)
     return config
+
+
+def _mutators_list_form(loaded: DictConfig | ListConfig, origin: str) -> None:
+    """Turn ``mutators: [{name, params}, ...]`` into the schema's form, in place: a built-in's
+    params become its section (``mutators.llm.*``) and its name goes to ``mutators.builtins`` (so
+    the list says which built-ins run); any other name becomes a ``mutators.plugins`` entry."""
+    if not isinstance(loaded, DictConfig) or not isinstance(loaded.get("mutators"), ListConfig):
+        return
+    from evokernel.plugins import builtins
+
+    known = builtins("mutators")
+    form: dict[str, Any] = {"builtins": [], "plugins": []}
+    entries: list[Any] = OmegaConf.to_container(loaded.mutators)  # type: ignore[assignment]
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "name" not in entry or set(entry) - {"name", "params"}:
+            raise ConfigError(
+                f"mutators[{i}] in {origin} must be {{name: ..., params: {{...}}}}, not {entry!r}"
+            )
+        name, params = str(entry["name"]), entry.get("params") or {}
+        if name in known:
+            form["builtins"].append(name)
+            form[name] = params
+        else:
+            form["plugins"].append({"name": name, "params": params})
+    loaded.mutators = form
 
 
 def _resolve_task_path(entry: str, base_dir: Path) -> str:

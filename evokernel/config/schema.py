@@ -71,9 +71,25 @@ class TuneConfig:
 
 
 @dataclass
+class PluginConfig:
+    """A third-party mutator: ``name`` is an entry point of the group ``evokernel.mutators`` or
+    ``package.module:Class`` / ``path/to/file.py:Class``; ``params`` go to its ``from_config``."""
+
+    name: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class MutatorsConfig:
+    """Which mutators a run builds. ``plugins`` first, then the built-ins named in ``builtins``,
+    in order: the first mutator serving an operator serves it. ``llm`` is built only when a model
+    is set. The list form ``mutators: [{name: llm, params: {...}}, {name: my.mod:Mine}]`` is
+    accepted too (:func:`evokernel.config.loading.load_config` turns it into this form)."""
+
+    builtins: list[str] = field(default_factory=lambda: ["llm", "tune"])
     llm: LLMConfig = field(default_factory=LLMConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
+    plugins: list[PluginConfig] = field(default_factory=list)
 
 
 @dataclass

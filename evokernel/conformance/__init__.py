@@ -3,25 +3,25 @@ support -- it ships so that third-party strategies can be held to the same rules
 
 Enters: a strategy name or ``module:Class`` path and its params.
 Leaves: nothing on success; an ``AssertionError`` naming the broken rule otherwise.
-It drives the real engine and a real SQLite library with instant in-process stand-ins for the
-mutator and the evaluator pool (:mod:`.kit`), which benchmarks and tests reuse.
+The checks (:mod:`.kit`) drive the real engine and a real SQLite library with instant
+in-process stand-ins for the mutator and the evaluator pool (:mod:`.instant`), which benchmarks
+and tests reuse.
 """
 
 from __future__ import annotations
 
-from evokernel.conformance.kit import (
+from evokernel.conformance.instant import (
     INCORRECT_MARK,
     SEED_SOURCE,
     InstantEvaluator,
     InstantHardware,
     InstantMutator,
     QuietReporter,
-    check_strategy,
     instant_config,
     instant_task,
-    library_fingerprint,
     run_instant,
 )
+from evokernel.conformance.kit import check_strategy, library_fingerprint
 
 __all__ = [
     "INCORRECT_MARK",

@@ -1,25 +1,22 @@
 """GPU clock readings that go beside a timing: what the SM clock was while the figure was taken.
 
 Read, never set: evokernel does not lock clocks or change persistence mode, so a timing says what
-the clock was instead. :func:`clock_state` asks NVML directly through ``ctypes`` (the driver's
-``libnvidia-ml.so.1``; microseconds per query, no package needed: ``torch.cuda.clock_rate``
-needs pynvml and averages over a 1/6-1 s sample period). :func:`gpu_clocks` asks ``nvidia-smi``
-(tens of milliseconds, a subprocess) and is for once-per-run records. Both return ``{}`` where
-there is nothing to ask (no GPU, no driver library).
+the clock was instead. :func:`clock_state` asks NVML through NVIDIA's own binding
+(``nvidia-ml-py``, imported as ``pynvml``; microseconds per query: ``torch.cuda.clock_rate``
+averages over a 1/6-1 s sample period). :func:`gpu_clocks` asks ``nvidia-smi`` (tens of
+milliseconds, a subprocess) and is for once-per-run records. Both return ``{}`` where there is
+nothing to ask (no GPU, no driver library, no binding installed).
 """
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import subprocess
 from typing import Any
 
 import torch
 
-# nvmlClockType_t / nvmlTemperatureSensors_t values and nvmlClocksEventReasons bits (nvml.h).
-_NVML_CLOCK_SM = 1
-_NVML_TEMPERATURE_GPU = 0
+# nvmlClocksEventReasons bits (nvml.h), as the labels a timing record carries.
 _REASONS = {
     0x1: "idle",
     0x2: "application-clocks",
@@ -36,47 +33,45 @@ _nvml: dict[str, Any] = {}
 
 
 def _library() -> Any:
-    """The initialised NVML library, or None; tried once per process."""
+    """The initialised ``pynvml`` module, or None; tried once per process."""
     if "lib" not in _nvml:
         _nvml["lib"] = None
         try:
-            lib = ctypes.CDLL("libnvidia-ml.so.1")
-            if lib.nvmlInit_v2() == 0:
-                _nvml["lib"] = lib
-        except (OSError, AttributeError):
-            pass  # no driver library here (a CPU machine): clock readings are simply absent
+            import pynvml
+        except ImportError:
+            return None  # the binding is not installed here: clock readings are simply absent
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError:
+            return None  # no driver library here (a CPU machine), or NVML refused to start
+        _nvml["lib"] = pynvml
     return _nvml["lib"]
 
 
-def _handle(lib: Any, device: torch.device) -> ctypes.c_void_p | None:
+def _handle(nvml: Any, device: torch.device) -> Any:
     uuid = f"GPU-{torch.cuda.get_device_properties(device).uuid}"
     if uuid not in _nvml:
-        handle = ctypes.c_void_p()
-        ok = lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) == 0
-        _nvml[uuid] = handle if ok else None
-    handle_or_none: ctypes.c_void_p | None = _nvml[uuid]
-    return handle_or_none
+        try:
+            _nvml[uuid] = nvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+        except nvml.NVMLError:
+            _nvml[uuid] = None
+    return _nvml[uuid]
 
 
-def _uint(lib: Any, name: str, handle: ctypes.c_void_p, *args: int) -> int | None:
-    value = ctypes.c_uint()
+def _ask(nvml: Any, name: str, handle: Any, *args: int) -> int | None:
+    """One NVML query; None when it fails or the driver predates the entry point."""
     try:
-        status = getattr(lib, name)(handle, *args, ctypes.byref(value))
-    except AttributeError:  # an older driver without this entry point
+        return int(getattr(nvml, name)(handle, *args))
+    except (nvml.NVMLError, AttributeError):
         return None
-    return int(value.value) if status == 0 else None
 
 
-def _reasons(lib: Any, handle: ctypes.c_void_p) -> list[str] | None:
-    mask = ctypes.c_ulonglong()
+def _reasons(nvml: Any, handle: Any) -> list[str] | None:
     # The 'ClocksEvent' name is the current one (driver >= 535); 'ClocksThrottle' the older alias.
     for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
-        try:
-            status = getattr(lib, name)(handle, ctypes.byref(mask))
-        except AttributeError:
-            continue
-        if status == 0:
-            return [label for bit, label in _REASONS.items() if mask.value & bit]
+        mask = _ask(nvml, name, handle)
+        if mask is not None:
+            return [label for bit, label in _REASONS.items() if mask & bit]
     return None
 
 
@@ -84,11 +79,11 @@ def sm_clock_mhz(device: torch.device) -> int | None:
     """The SM clock now (one NVML query), or None where NVML is not there."""
     if device.type != "cuda":
         return None
-    lib = _library()
-    handle = _handle(lib, device) if lib is not None else None
-    if lib is None or handle is None:
+    nvml = _library()
+    handle = _handle(nvml, device) if nvml is not None else None
+    if nvml is None or handle is None:
         return None
-    return _uint(lib, "nvmlDeviceGetClockInfo", handle, _NVML_CLOCK_SM)
+    return _ask(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM)
 
 
 def clock_state(device: torch.device) -> dict[str, Any]:
@@ -98,17 +93,17 @@ def clock_state(device: torch.device) -> dict[str, Any]:
     ``idle``, ...); an empty list means nothing holds it back."""
     if device.type != "cuda":
         return {}
-    lib = _library()
-    handle = _handle(lib, device) if lib is not None else None
-    if lib is None or handle is None:
+    nvml = _library()
+    handle = _handle(nvml, device) if nvml is not None else None
+    if nvml is None or handle is None:
         return {}
-    power_mw = _uint(lib, "nvmlDeviceGetPowerUsage", handle)
+    power_mw = _ask(nvml, "nvmlDeviceGetPowerUsage", handle)
     return {
-        "sm_mhz": _uint(lib, "nvmlDeviceGetClockInfo", handle, _NVML_CLOCK_SM),
-        "max_sm_mhz": _uint(lib, "nvmlDeviceGetMaxClockInfo", handle, _NVML_CLOCK_SM),
-        "temp_c": _uint(lib, "nvmlDeviceGetTemperature", handle, _NVML_TEMPERATURE_GPU),
+        "sm_mhz": _ask(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
+        "max_sm_mhz": _ask(nvml, "nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM),
+        "temp_c": _ask(nvml, "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
         "power_w": None if power_mw is None else round(power_mw / 1000, 1),
-        "reasons": _reasons(lib, handle),
+        "reasons": _reasons(nvml, handle),
     }
 
 

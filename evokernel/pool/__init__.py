@@ -5,11 +5,12 @@ a tenant id and a priority).
 Leaves: one :class:`~evokernel.types.Evaluation` per request, with queue and start times added.
 Inside: Ray actors, one per GPU (:mod:`.actor`); fair admission over runs (:mod:`.fair_queue`);
 eager/compile baselines measured once per task (:mod:`.baseline_cache`); throughput and queue
-health (:mod:`.health`); actors pinned to the cluster's nodes, following nodes that join or
-leave (:mod:`.placement`); the pool itself, with deduplication and retries of a lost actor's
-requests (:mod:`.evaluator_pool`). The pool knows nothing of islands, strategies or the library.
-Plug-in point: anything with the pool's ``evaluate``/``close`` methods can stand in for it
-(:class:`evokernel.run.job.Evaluator`; the conformance kit's instant evaluator is one).
+health (:mod:`.health`); the device facts prompts quote (:mod:`.hardware`); actors pinned to the
+cluster's nodes, following nodes that join or leave (:mod:`.placement`); the pool itself, with
+deduplication and retries of a lost actor's requests (:mod:`.evaluator_pool`). The pool knows
+nothing of islands, strategies or the library.
+Plug-in point: anything implementing :class:`evokernel.run.evaluator.Evaluator` (``evaluate``,
+``hardware``, ``health``) can stand in for it; the conformance kit's instant evaluator is one.
 
 Importing this package does not import Ray (the run's progress printer reads :mod:`.health`);
 touching :class:`EvaluatorPool` does.

@@ -15,7 +15,7 @@ import logging
 import os
 import tempfile
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from evokernel.evaluation import isolation
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.pch import HeaderCache
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
 from evokernel.types import Evaluation, Status
@@ -92,7 +93,7 @@ class EvaluatorActor:
             )
         import torch
 
-        from evokernel.mutators.hardware import device_facts, format_hardware
+        from evokernel.pool.hardware import device_facts, format_hardware
 
         p = torch.cuda.get_device_properties(0)
         # The formatted line leads with the name; Hardware.describe() adds it back once.
@@ -124,20 +125,20 @@ class EvaluatorActor:
                 self.runner_restarts += 1
         return server, server.spawn if server is not None else None
 
-    def evaluate(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def evaluate(self, request: EvaluationRequest) -> dict[str, Any]:
         """One evaluation; a fork-server that dies before the verdict is replaced and the
         evaluation retried once on the new one, then ``crashed``."""
         # Waits for the GPU are bounded by the timeout itself (see gpulock.py).
-        request = {**request, "gpu_lock": {"dir": str(self.lock_dir), "max_wait_s": float(timeout_s)}}
-        header_root = self.headers.root() if self.headers is not None else None
-        if header_root is not None:
-            request["torch_pch"] = header_root
+        lock = {"dir": str(self.lock_dir), "max_wait_s": float(request.timeout_s)}
+        headers = self.headers.root() if self.headers is not None else None
+        timeout_s = request.timeout_s
+        sandboxed = replace(request, gpu_lock=lock, torch_pch=headers).to_json()
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()
             try:
                 evaluation = run_sandboxed(
-                    request, timeout_s, launcher=launcher, build_jobs=self.build_jobs, scratch=self.root
+                    sandboxed, timeout_s, launcher=launcher, build_jobs=self.build_jobs, scratch=self.root
                 )
             except LauncherError as exc:  # e.g. forkserver.RunnerLost
                 lost = str(exc)

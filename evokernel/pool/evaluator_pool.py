@@ -39,7 +39,7 @@ from ray.exceptions import RayActorError, WorkerCrashedError
 
 from evokernel.config.schema import EvaluationConfig, RayConfig
 from evokernel.evaluation.baselines import compile_enabled
-from evokernel.evaluation.request import build_request
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
 from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
@@ -100,9 +100,6 @@ def default_concurrency(device: str, cpus_per_actor: int) -> int:
 class EvaluatorPool:
     """``baselines``: optional cache of eager/compile timings (the run's SolutionLibrary), so a
     task's baselines are measured once per device and software versions, not per candidate."""
-
-    # The engine passes tenant= and priority= to pools that say so (work.TenantAwareEvaluator).
-    tenant_aware = True
 
     def __init__(
         self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
@@ -198,8 +195,8 @@ class EvaluatorPool:
             self._hardware = Hardware(**await slot.actor.hardware.remote())
         return self._hardware
 
-    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> dict[str, Any]:
-        return build_request(
+    def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> EvaluationRequest:
+        return EvaluationRequest.build(
             task,
             source,
             device=self.device,
@@ -268,7 +265,7 @@ class EvaluatorPool:
         self.stats.record(evaluation)
         return evaluation
 
-    async def _retry_alone(self, request: dict[str, Any], first: Evaluation) -> Evaluation:
+    async def _retry_alone(self, request: EvaluationRequest, first: Evaluation) -> Evaluation:
         """Run a request again with nothing else in flight on the pool, after the harness itself
         failed (e.g. out of GPU memory with eight candidates sharing it): no slot is handed out
         meanwhile, and the ones in flight finish first. The retry's verdict stands, with the first
@@ -292,7 +289,7 @@ class EvaluatorPool:
             evaluation, details={**evaluation.details, "harness_retry": {"first": first.reason}}
         )
 
-    async def _submit(self, request: dict[str, Any]) -> Evaluation:
+    async def _submit(self, request: EvaluationRequest) -> Evaluation:
         """On the least-loaded actor; when an actor dies (its node lost, or killed) every request it
         had in flight is retried once on the least-loaded actor of another node if there is one,
         then ``crashed``. A retried evaluation says so in ``details["retried"]``."""
@@ -305,7 +302,7 @@ class EvaluatorPool:
             slot.load += 1
             self.max_submitted = max(self.max_submitted, sum(self.loads))
             try:
-                data = await slot.actor.evaluate.remote(request, self.config.timeout_s)
+                data = await slot.actor.evaluate.remote(request)
             except (RayActorError, WorkerCrashedError) as exc:
                 last_error, lost_node = f"evaluator actor died: {type(exc).__name__}", slot.node_id
                 self.workers.drop(slot, reason=last_error)
@@ -338,7 +335,7 @@ class EvaluatorPool:
         return self.baselines.known(task)
 
     async def _measure_baselines(self, task: Task, cached: dict[str, Any] | None) -> Evaluation:
-        request = {**self.request(task, "", cached), "mode": "baselines", "static_checks": False}
+        request = self.request(task, "", cached).for_baselines()
         await self.queue.acquire(BASELINES_TENANT, priority=1)
         try:
             return await self._submit(request)

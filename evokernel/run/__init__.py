@@ -17,6 +17,6 @@ only when a run needs them.
 
 from __future__ import annotations
 
-from evokernel.run.runner import RunSummary, build_mutators, run_experiment
+from evokernel.run.runner import RunSummary, build_mutators, run_experiment, run_experiment_async
 
-__all__ = ["RunSummary", "build_mutators", "run_experiment"]
+__all__ = ["RunSummary", "build_mutators", "run_experiment", "run_experiment_async"]

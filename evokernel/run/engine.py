@@ -38,16 +38,17 @@ from evokernel.exceptions import PluginError
 from evokernel.mutators.base import Mutator
 from evokernel.plugins import resolve
 from evokernel.run.budget import RunBudget, Verdict, llm_calls_per_job
-from evokernel.run.elastic import ElasticLimit
-from evokernel.run.job import SEED_FILE, Evaluator, HardwareInfo, ProposalWork, TaskProgress
+from evokernel.run.evaluator import Evaluator, HardwareInfo
+from evokernel.run.job import SEED_FILE, ProposalJobs
+from evokernel.run.state import TaskProgress
 from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Proposal, Task
+from evokernel.types import Operator, Proposal, Task
 
 __all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
 
 
-class Engine(ProposalWork):
+class Engine:
     # False: the caller (a sweep driving several engines) owns SIGINT and calls interrupt().
     handle_sigint = True
 
@@ -67,25 +68,12 @@ class Engine(ProposalWork):
         self.run_id = run_id
         self.tasks = tasks
         self.on_event = on_event or (lambda kind, data: None)
-        self.mutators: dict[str, Mutator] = {}
-        for mutator in mutators:
-            for op in mutator.operators:
-                self.mutators.setdefault(op, mutator)
-        self.ideas_mutator = next((m for m in mutators if callable(getattr(m, "ideas", None))), None)
-        ops = {SEED_FILE, *self.mutators}
-        if self.ideas_mutator is not None:
-            ops.add(IDEAS)
-        self.operators = frozenset(ops)
-        # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles;
-        # read at each entry, as the pool grows and shrinks with the cluster's nodes.
-        self._eval_limit = ElasticLimit(
-            lambda: config.concurrency.evaluations or 2 * int(getattr(pool, "capacity", pool.size))
-        )
-        self._llm_limit = asyncio.Semaphore(max(1, config.concurrency.llm))
-        self._hardware = ""
         per_job = llm_calls_per_job(mutators, default=config.mutators.llm.max_retries + 1)
         self.budget = RunBudget(config.budget, attempts_per_job=per_job)
-        self._released = asyncio.Event()
+        self.jobs = ProposalJobs(
+            config, library, pool, run_id, mutators, self.budget, self._view, self.on_event
+        )
+        self.operators = self.jobs.operators
         self.stop_reason = ""  # set by SIGINT or the wall-time budget: no new work starts
         self.interrupted = False
         self._sigints = 0
@@ -112,6 +100,7 @@ class Engine(ProposalWork):
             in_flight=len(progress.in_flight),
             islands=progress.strategy.islands,
             known_last_generation=progress.last_generation,
+            fold_index=self.library.advance_island_index,  # the index is derived: the run folds it
         )
 
     def _restore_budget(self) -> None:
@@ -146,7 +135,7 @@ class Engine(ProposalWork):
         """Run every task to its budget; returns task name -> why it stopped."""
         self._main = asyncio.current_task()
         self._restore_budget()
-        self._hardware = (await self.pool.hardware()).describe()
+        self.jobs.hardware = (await self.pool.hardware()).describe()
         progresses = [self._progress(task) for task in self.tasks]
         loop = asyncio.get_running_loop()
         handled = self.handle_sigint and threading.current_thread() is threading.main_thread()
@@ -184,9 +173,9 @@ class Engine(ProposalWork):
         opened = lib.open_proposals(run, task.name)
         progress.committed = progress.evaluated + len(pending) + sum(1 for p in opened if p.operator != IDEAS)
         for cand in pending:
-            self._spawn(progress, self._evaluate(progress, cand, None, None))
+            self.jobs.resume(progress, cand)
         for proposal in opened:
-            self._spawn(progress, self._process(progress, proposal))
+            self.jobs.start(progress, proposal)
         while True:
             if progress.failure is not None:
                 raise progress.failure
@@ -209,8 +198,8 @@ class Engine(ProposalWork):
             if started:
                 continue
             if blocked is Verdict.WAIT:  # other tasks' LLM jobs hold the budget: wait for one
-                self._released.clear()
-                await self._released.wait()
+                self.jobs.released.clear()
+                await self.jobs.released.wait()
                 continue
             if room <= 0:
                 progress.stopped = f"budget of {budget} evaluations reached"
@@ -251,7 +240,7 @@ class Engine(ProposalWork):
             makes_candidate = proposal.operator != IDEAS
             if makes_candidate and slots <= 0:
                 break
-            if self._uses_llm(proposal.operator) and not self.budget.reserve():
+            if self.jobs.uses_llm(proposal.operator) and not self.budget.reserve():
                 blocked = self.budget.llm_verdict()[0]
                 break
             accepted.append(proposal)
@@ -260,11 +249,11 @@ class Engine(ProposalWork):
             progress.last_generation = max(progress.last_generation, recorded.generation)
             if recorded.operator != IDEAS:
                 progress.committed += 1
-            self._spawn(progress, self._process(progress, recorded, reserved=True))
+            self.jobs.start(progress, recorded, reserved=True)
         return len(accepted), blocked
 
     def _why_nothing(self, task: Task) -> str:
-        if task.seed_source is None and "seed" not in self.operators:
+        if task.seed_source is None and Operator.SEED not in self.operators:
             return (
                 f" (task {task.name} has no seed implementation and no LLM is configured: set "
                 "mutators.llm.model to let an LLM write one)"

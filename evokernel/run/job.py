@@ -1,6 +1,7 @@
 """One proposal's work: mutate it (or brainstorm ideas), record the candidate, evaluate it, and
-tell the strategy and the mutator how it went. :class:`ProposalWork` is the half of the engine
-that runs inside each job; :mod:`evokernel.run.engine` sequences the jobs and keeps the budgets.
+tell the strategy and the mutator how it went. The engine (:mod:`evokernel.run.engine`) owns one
+:class:`ProposalJobs` and hands it each recorded proposal; it sequences the jobs and keeps the
+budgets, the jobs do the work and settle what they spent.
 
 Reproducibility: a proposal's randomness (``MutationRequest.rng_seed``) and the duplicate check
 depend on what the proposal *is* (task, island, generation, branch, operator, parents' sources,
@@ -12,113 +13,91 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
 from evokernel.run.elastic import ElasticLimit
-from evokernel.strategies.base import Strategy
+from evokernel.run.evaluator import Evaluator
+from evokernel.run.state import TaskProgress
 from evokernel.strategies.view import IDEAS, RunView
-from evokernel.types import Candidate, Evaluation, LLMCall, Proposal, Scored, Status, Task, source_hash
+from evokernel.types import (
+    Candidate,
+    Evaluation,
+    LLMCall,
+    Operator,
+    Proposal,
+    Scored,
+    Status,
+    source_hash,
+)
 
-SEED_FILE = "seed_file"
-# Most recently evaluated candidates kept per task for parent lookups (~2 KiB of source each).
-PARENT_CACHE = 4096
-
-
-class HardwareInfo(Protocol):
-    def describe(self) -> str: ...
-
-
-class Evaluator(Protocol):
-    """What the engine needs of an evaluation pool (:class:`~evokernel.pool.EvaluatorPool`, or an
-    in-process evaluator in tests and benchmarks)."""
-
-    size: int
-
-    async def evaluate(self, task: Task, source: str) -> Evaluation: ...
-
-    async def hardware(self) -> HardwareInfo: ...
-
-
-class TenantAwareEvaluator(Protocol):
-    """A pool shared fairly by runs (:class:`~evokernel.pool.EvaluatorPool`): requests carry the
-    run id as ``tenant`` and a ``priority`` (fix attempts first); ``health()`` feeds progress."""
-
-    tenant_aware: bool
-
-    async def evaluate(
-        self, task: Task, source: str, *, tenant: str = ..., priority: int = ...
-    ) -> Evaluation: ...
-
-    def health(self) -> dict[str, Any]: ...
-
-
+SEED_FILE = Operator.SEED_FILE
 # Seconds between pool health lines in the progress output.
 HEALTH_EVERY_S = 30.0
 FIX_PRIORITY = 1
 
 
-@dataclass
-class TaskProgress:
-    task: Task
-    strategy: Strategy
-    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
-    stopped: str = ""
-    # evaluated + pending + open candidate proposals: what the evaluation budget has committed.
-    committed: int = 0
-    evaluated: int = 0
-    failed_streak: int = 0
-    # source hash -> (generation, proposal seq) of its first candidate; see Engine._avoid.
-    hashes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    avoid_cache: tuple[int, frozenset[str]] | None = None
-    # (generation, evaluated candidates of earlier generations): MutationRequest.history.
-    history_cache: tuple[int, tuple[Scored, ...]] | None = None
-    by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
+class ProposalJobs:
+    """Runs recorded proposals as asyncio jobs under the run's two concurrency limits (LLM
+    requests, evaluations), each job ending in a recorded candidate and evaluation or a failed
+    proposal. ``view`` builds the strategy's read-only view of a task (the engine's, so that
+    ``in_flight`` and the last generation are current)."""
 
-    def add_hash(self, digest: str, generation: int, seq: int) -> None:
-        if digest not in self.hashes:
-            self.hashes[digest] = (generation, seq)
-            self.by_generation.setdefault(generation, {})[digest] = seq
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        library: SolutionLibrary,
+        pool: Evaluator,
+        run_id: str,
+        mutators: list[Mutator],
+        budget: RunBudget,
+        view: Callable[[TaskProgress], RunView],
+        on_event: Callable[[str, dict[str, object]], None],
+    ) -> None:
+        self.config = config
+        self.library = library
+        self.pool = pool
+        self.run_id = run_id
+        self.budget = budget
+        self.view = view
+        self.on_event = on_event
+        self.mutators: dict[str, Mutator] = {}  # operator -> the first configured mutator serving it
+        for mutator in mutators:
+            for op in mutator.operators:
+                self.mutators.setdefault(op, mutator)
+        self.ideas_mutator = next((m for m in mutators if m.can_brainstorm), None)
+        # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles;
+        # read at each entry, as the pool grows and shrinks with the cluster's nodes (elastic.py).
+        self._eval_limit = ElasticLimit(
+            lambda: config.concurrency.evaluations or 2 * int(getattr(pool, "capacity", pool.size))
+        )
+        self._llm_limit = asyncio.Semaphore(max(1, config.concurrency.llm))
+        # Set whenever an LLM job settles its spending: a task waiting for budget looks again.
+        self.released = asyncio.Event()
+        self.hardware = ""  # the pool's device, described for prompts; set once the run starts
+        self._health_at = 0.0
 
-    best: Scored | None = None
-    failure: BaseException | None = None  # the first exception a job raised
-    last_generation: int = -1  # highest generation of a recorded proposal
-    # Evaluated candidates by id (they never change), so parents are not read back per proposal.
-    evaluated_cache: OrderedDict[int, Scored] = field(default_factory=OrderedDict)
+    @property
+    def operators(self) -> frozenset[str]:
+        """Operators some part of the run serves (what a strategy may propose)."""
+        ops = {SEED_FILE, *self.mutators}
+        if self.ideas_mutator is not None:
+            ops.add(IDEAS)
+        return frozenset(ops)
 
-    def remember(self, scored: Scored) -> None:
-        self.evaluated_cache[scored.candidate.id] = scored
-        if len(self.evaluated_cache) > PARENT_CACHE:
-            self.evaluated_cache.popitem(last=False)
+    def start(self, progress: TaskProgress, proposal: Proposal, reserved: bool = False) -> None:
+        """Start the job of a recorded proposal (``reserved``: its LLM budget is already held)."""
+        self._spawn(progress, self._process(progress, proposal, reserved))
 
+    def resume(self, progress: TaskProgress, candidate: Candidate) -> None:
+        """Evaluate a candidate a killed driver recorded but never evaluated."""
+        self._spawn(progress, self._evaluate(progress, candidate, None, None))
 
-class ProposalWork:
-    """The engine's per-job half; :class:`~evokernel.run.engine.Engine` sets these attributes."""
-
-    config: ExperimentConfig
-    library: SolutionLibrary
-    pool: Evaluator
-    run_id: str
-    on_event: Callable[[str, dict[str, object]], None]
-    mutators: dict[str, Mutator]
-    ideas_mutator: Mutator | None
-    budget: RunBudget
-    _eval_limit: ElasticLimit
-    _llm_limit: asyncio.Semaphore
-    _released: asyncio.Event
-    _hardware: str
-    _health_at: float = 0.0
-
-    def _view(self, progress: TaskProgress) -> RunView:
-        raise NotImplementedError
-
-    def _uses_llm(self, operator: str) -> bool:
+    def uses_llm(self, operator: str) -> bool:
         if operator == IDEAS:
             return self.ideas_mutator is not None
         mutator = self.mutators.get(operator)
@@ -168,7 +147,7 @@ class ProposalWork:
     async def _process(self, progress: TaskProgress, proposal: Proposal, reserved: bool = False) -> None:
         lib = self.library
         assert proposal.id is not None
-        uses_llm = self._uses_llm(proposal.operator)
+        uses_llm = self.uses_llm(proposal.operator)
         if uses_llm and not reserved:  # re-run of an open proposal after a crash
             self.budget.reserved_jobs += 1
         calls: tuple[LLMCall, ...] = ()
@@ -181,7 +160,7 @@ class ProposalWork:
         finally:
             if uses_llm:
                 self.budget.settle(calls)
-                self._released.set()
+                self.released.set()
         source = result.source
         if source is None or request is None:
             self._fail(progress, proposal, result.error or "no candidate", result.raw_reply, request, result)
@@ -217,12 +196,12 @@ class ProposalWork:
             task=task,
             parents=parents,
             rng_seed=self.rng_seed(proposal, parents),
-            hardware=self._hardware,
+            hardware=self.hardware,
             language=self.config.mutators.llm.language,
             avoid=self._avoid(progress, proposal),
             history=self._history(progress, proposal) if mutator.wants_history else (),
         )
-        if self._uses_llm(proposal.operator):
+        if self.uses_llm(proposal.operator):
             async with self._llm_limit:
                 result = await mutator.mutate(request)
         else:
@@ -258,13 +237,11 @@ class ProposalWork:
             task=progress.task,
             parents=parents,
             rng_seed=self.rng_seed(proposal, parents),
-            hardware=self._hardware,
+            hardware=self.hardware,
             language=self.config.mutators.llm.language,
         )
         async with self._llm_limit:
-            # Duck-typed: mutators that can brainstorm (LLMMutator) define ideas(request, count).
-            ideas_call: Any = getattr(mutator, "ideas")  # noqa: B009 - not on the Mutator ABC
-            result = await ideas_call(request, proposal.count)
+            result = await mutator.ideas(request, proposal.count)
         for call in result.llm_calls:
             lib.record_llm_call(self.run_id, proposal.id, call)
         if result.ideas:
@@ -307,22 +284,18 @@ class ProposalWork:
         request: MutationRequest | None,
         result: MutationResult | None,
     ) -> None:
+        priority = FIX_PRIORITY if candidate.operator == Operator.FIX else 0
         async with self._eval_limit:
-            if getattr(self.pool, "tenant_aware", False):
-                shared: TenantAwareEvaluator = self.pool  # type: ignore[assignment]
-                priority = FIX_PRIORITY if candidate.operator == "fix" else 0
-                evaluation: Evaluation = await shared.evaluate(
-                    progress.task, candidate.source, tenant=self.run_id, priority=priority
-                )
-            else:
-                evaluation = await self.pool.evaluate(progress.task, candidate.source)
+            evaluation = await self.pool.evaluate(
+                progress.task, candidate.source, tenant=self.run_id, priority=priority
+            )
         self.library.record_evaluation(candidate.id, evaluation)
         progress.evaluated += 1
         scored = Scored(candidate, evaluation)
         progress.remember(scored)
         if request is not None and result is not None:
             self._observe_mutator(request.proposal, request, result, evaluation)
-        progress.strategy.observe(self._view(progress), scored)
+        progress.strategy.observe(self.view(progress), scored)
         if evaluation.status is Status.CORRECT and (
             progress.best is None or scored.speedup > progress.best.speedup
         ):
@@ -337,6 +310,8 @@ class ProposalWork:
                 "best": progress.best,
             },
         )
-        if getattr(self.pool, "tenant_aware", False) and time.monotonic() - self._health_at > HEALTH_EVERY_S:
+        if time.monotonic() - self._health_at > HEALTH_EVERY_S:
             self._health_at = time.monotonic()
-            self.on_event("pool_health", {"health": self.pool.health()})  # type: ignore[attr-defined]
+            health = self.pool.health()
+            if health:
+                self.on_event("pool_health", {"health": health})

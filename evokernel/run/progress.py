@@ -13,8 +13,8 @@ from evokernel.types import Scored, Status, Task
 if TYPE_CHECKING:
     from evokernel.config.schema import ExperimentConfig
     from evokernel.db import SolutionLibrary
-    from evokernel.run.engine import Evaluator
-    from evokernel.run.runner import RunSummary
+    from evokernel.run.evaluator import Evaluator
+    from evokernel.run.summary import RunSummary
 
 
 class Reporter(Protocol):

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from evokernel.config.loading import from_dict, to_dict
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError, TaskError
 from evokernel.mutators.base import Mutator
-from evokernel.plugins import resolve
+from evokernel.mutators.build import build_mutators as configured_mutators
 from evokernel.run.engine import Engine, Evaluator
 from evokernel.run.progress import ProgressPrinter, Reporter
+from evokernel.run.summary import RunSummary
 from evokernel.tasks import load_tasks
-from evokernel.types import Scored, Task
+from evokernel.types import Operator, Scored, Task
 
 LLM_HINT = (
     "no LLM configured: this run uses the tune operator only (Triton knob search on the tasks' seed "
@@ -31,29 +31,12 @@ LLM_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: str
-    library_url: str
-    best: dict[str, Scored | None]
-    seeds: dict[str, Scored | None]
-    stopped: dict[str, str]
-    # True when a SIGINT stopped the run early (status "interrupted"; resume with --resume).
-    interrupted: bool = False
-
-
 def build_mutators(config: ExperimentConfig, reporter: Reporter) -> list[Mutator]:
-    tune = config.mutators.tune
-    mutators: list[Mutator] = [
-        resolve("mutators", "tune")(
-            max_changes=tune.max_changes, space=tune.space or None, search=tune.search
-        )
-    ]
-    if config.mutators.llm.enabled():
-        mutators.insert(0, resolve("mutators", "llm")(config.mutators.llm))
-    else:
+    """The configured mutators (:func:`evokernel.mutators.build.build_mutators`), with a hint
+    when no LLM is configured."""
+    if not config.mutators.llm.enabled():
         reporter.say(LLM_HINT)
-    return mutators
+    return configured_mutators(config)
 
 
 def run_experiment(
@@ -183,7 +166,7 @@ async def _run(engine: Engine, mutators: list[Mutator]) -> dict[str, str]:
 
 def _seed_candidate(library: SolutionLibrary, run_id: str, task: Task) -> Scored | None:
     gen0 = library.candidates(run_id, task.name, generation=0)
-    return next((sc for sc in gen0 if sc.candidate.operator == "seed_file"), None)
+    return next((sc for sc in gen0 if sc.candidate.operator == Operator.SEED_FILE), None)
 
 
 def _check_same_tasks(library: SolutionLibrary, run_id: str, tasks: list[Task]) -> None:

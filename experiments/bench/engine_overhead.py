@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -60,6 +61,10 @@ from evokernel.strategies.pike_b import PikeB
 from evokernel.strategies.pike_o import PikeO
 from evokernel.strategies.view import RunView
 from evokernel.types import source_hash
+
+# The throwaway PostgreSQL server is test support (tests/support/), not product: reach it from the
+# repository this script sits in.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.support.pgserver import postgres_database
 
 BRANCHES = 10
@@ -287,14 +292,17 @@ def _pike_o_view(lib: SolutionLibrary, run_id: str, last_generation: int) -> Run
     too, the way a benchmark can hold them: every read filters them out)."""
     return RunView(
         lib, run_id, instant_task("bench"), 0, OPERATORS, islands=PIKE_O_ISLANDS,
-        known_last_generation=last_generation,
+        known_last_generation=last_generation, fold_index=lib.advance_island_index,
     )  # fmt: skip
 
 
 def propose_ms(
     lib: SolutionLibrary, run_id: str, make: type[Strategy], in_flight: int = 0, reps: int = 25
 ) -> float:
-    view = RunView(lib, run_id, instant_task("bench"), 0, OPERATORS, in_flight=in_flight, islands=3)
+    view = RunView(
+        lib, run_id, instant_task("bench"), 0, OPERATORS, in_flight=in_flight, islands=3,
+        fold_index=lib.advance_island_index,
+    )  # fmt: skip
     times = []
     for _ in range(reps):
         params = {PikeB: {"branches": BRANCHES}, Greedy: {"batch": BRANCHES}}.get(make, {})

@@ -179,7 +179,7 @@ def sequential(pool: Any, items: list[tuple[Any, str]], timeout_s: float) -> dic
     start = time.monotonic()
     for task, source in items:
         request = pool.request(task, source, pool.known_baselines(task))
-        evaluations.append(run_sandboxed(request, timeout_s))
+        evaluations.append(run_sandboxed(request.to_json(), timeout_s))
     wall = time.monotonic() - start
     return {
         "candidates": len(items),

@@ -267,7 +267,10 @@ class TableEvaluator:
     async def hardware(self) -> InstantHardware:
         return InstantHardware(self.device)
 
-    async def evaluate(self, task: Task, source: str) -> Evaluation:
+    def health(self) -> dict[str, Any]:
+        return {}
+
+    async def evaluate(self, task: Task, source: str, *, tenant: str = "", priority: int = 0) -> Evaluation:
         setting = tuple(k.value for k in find_knobs(source, self.table.space))
         runtime = self.table.ms.get(setting)
         if runtime is None:

@@ -95,11 +95,11 @@ class CountingEvaluator(InstantEvaluator):
         super().__init__(size=2, delay_s=0.02)
         self.now = self.peak = 0
 
-    async def evaluate(self, task: Task, source: str) -> Evaluation:
+    async def evaluate(self, task: Task, source: str, *, tenant: str = "", priority: int = 0) -> Evaluation:
         self.now += 1
         self.peak = max(self.peak, self.now)
         try:
-            return await super().evaluate(task, source)
+            return await super().evaluate(task, source, tenant=tenant, priority=priority)
         finally:
             self.now -= 1
 

@@ -39,7 +39,7 @@ OPERATORS = frozenset({"seed_file", *InstantMutator.operators})
 
 
 def _view(lib: SolutionLibrary, run: str) -> RunView:
-    return RunView(lib, run, instant_task("t0"), 0, OPERATORS, islands=3)
+    return RunView(lib, run, instant_task("t0"), 0, OPERATORS, islands=3, fold_index=lib.advance_island_index)
 
 
 def _reference(view: RunView, generation: int, with_events: bool) -> dict[int, list[Member]]:

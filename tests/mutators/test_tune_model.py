@@ -9,6 +9,7 @@ import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,10 @@ class LandscapeEvaluator:
     async def hardware(self) -> InstantHardware:
         return InstantHardware("landscape")
 
-    async def evaluate(self, task: Task, source: str) -> Evaluation:
+    def health(self) -> dict[str, Any]:
+        return {}
+
+    async def evaluate(self, task: Task, source: str, *, tenant: str = "", priority: int = 0) -> Evaluation:
         block, warps, stages = (k.value for k in find_knobs(source, SPACE))
         if block == 8192 and warps == 1:
             return Evaluation(Status.RUNTIME_ERROR, reason="out of resources")

@@ -60,7 +60,7 @@ def test_without_ideas_or_fix_the_tune_quickstart_shape_remains(tmp_path: Path) 
     # What the quickstart runs: no LLM, so no ideas and no fix operator; phases of branches only.
     class TuneOnly(InstantMutator):
         operators = ("tune",)
-        ideas = None  # type: ignore[assignment]  # the tune mutator cannot brainstorm
+        can_brainstorm = False  # like the tune mutator
 
     mutator = TuneOnly(incorrect_rate=0.0)
     lib, run = instant_run(tmp_path, "pike_b", {"branches": 4, "top_k": 2}, mutator=mutator, evaluations=13)

@@ -75,7 +75,7 @@ def module_graph() -> dict[str, set[str]]:
     }
 
 
-def tests_imported(path: Path) -> set[str]:
+def imports_of_tests(path: Path) -> set[str]:
     """Names a product file imports from the tests tree."""
     return {n for n in imported_names(path, "") if n == "tests" or n.startswith("tests.")}
 

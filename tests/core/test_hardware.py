@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evokernel.mutators.hardware import device_facts, format_hardware, nominal_bandwidth_gbps
+from evokernel.pool.hardware import device_facts, format_hardware, nominal_bandwidth_gbps
 
 # The values torch 2.x reports for an H100 SXM (torch.cuda.get_device_properties(0)).
 H100 = SimpleNamespace(
