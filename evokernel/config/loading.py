@@ -14,8 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from evokernel.config.schema import ExperimentConfig
-from evokernel.evaluation.profiles import PROFILES
+from evokernel.config.schema import PROFILE_NAMES, ExperimentConfig
 from evokernel.exceptions import ConfigError
 
 
@@ -116,7 +115,7 @@ def _check(config: ExperimentConfig) -> None:
     choices = {
         "evaluation.device": (config.evaluation.device, ("auto", "cpu", "cuda")),
         "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
-        "evaluation.profile": (config.evaluation.profile, tuple(PROFILES)),
+        "evaluation.profile": (config.evaluation.profile, PROFILE_NAMES),
         "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
     }
     for key, (value, valid) in choices.items():

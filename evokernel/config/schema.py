@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The verdict profiles' names (defined in evaluation/profiles.py, which checks it matches): named
+# here so the config is checked without the config stage importing the evaluation stage.
+PROFILE_NAMES = ("strict", "kernelbench", "kernelbench-v0")
+
 
 @dataclass
 class ModelConfig:

@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from evokernel.dashboard import api
+import evokernel.dashboard.api as api
 from evokernel.dashboard.cache import AnswerCache
 from evokernel.dashboard.live import Watcher
 from evokernel.db import SolutionLibrary

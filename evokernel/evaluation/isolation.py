@@ -154,13 +154,11 @@ def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], lis
 def machine_paths() -> tuple[list[Path], list[Path]]:
     """(read, devices) that are the same for every candidate of this process: the fork-server
     computes them once before it forks (2.3 ms of sysconfig and sys.path work each time otherwise)."""
-    import evokernel
-
     read = [Path(p) for p in SYSTEM_READ]
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     prefixes |= {sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     read += [Path(p) for p in sorted(prefixes) if p]
-    read.append(Path(evokernel.__file__).parent)
+    read.append(Path(__file__).resolve().parents[1])  # the evokernel package itself
     # sys.path beyond the installation (PYTHONPATH, --target installs), except the current
     # directory: the fork-server's home or a checkout the process happened to start in.
     cwd = Path.cwd().resolve()

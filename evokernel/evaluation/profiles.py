@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evokernel.config.schema import PROFILE_NAMES
 from evokernel.exceptions import ConfigError
 from evokernel.types import DEFAULT_TOLERANCE
 
@@ -58,6 +59,7 @@ PROFILES: dict[str, Profile] = {
     )
 }
 DEFAULT_PROFILE = "strict"
+assert tuple(PROFILES) == PROFILE_NAMES, "config.schema.PROFILE_NAMES must name these profiles"
 
 
 def get_profile(name: str) -> Profile:
