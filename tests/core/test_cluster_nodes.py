@@ -205,7 +205,10 @@ def test_a_node_lost_and_a_node_added_mid_run_lose_nothing_and_share_the_work(
     victim = next(n for n in cluster.worker_nodes if n.node_id == second)
     runner_pids: list[int] = []
     added: list[str] = []
-    budget = 4
+    # 8 per task: enough work left after the loss (about 20 interpreter evaluations on the one
+    # remaining actor) for the joining node's actor to start and take some. At 4 the run could end
+    # before it was up on a loaded 2-core machine (seen once).
+    budget = 8
 
     def lose_a_node_then_add_one(pool: EvaluatorPool) -> None:
         assert sorted(pool.workers.nodes().values()) == [1, 1]  # spread: one actor per node
@@ -219,6 +222,7 @@ def test_a_node_lost_and_a_node_added_mid_run_lose_nothing_and_share_the_work(
         wait_for(lambda: pool.workers.lost == 1 and pool.size == 1, "the pool to shrink to one actor")
         assert pool.capacity == pool.concurrency
         added.append(add_node(cluster, "node_c"))
+        wait_for(lambda: pool.size == 2, "the joining node's actor")
 
     summary, health, db = run_with(cluster, tmp_path, budget, lose_a_node_then_add_one)
     details = assert_exact_budget(db, summary, budget)

@@ -94,7 +94,9 @@ const evo = (() => {
     source.addEventListener("version", (event) => {
       badgeEl.textContent = "live";
       badgeEl.className = "live on";
-      if (version !== null && event.data !== version) setTimeout(refresh, 0);
+      // The first event (on connect) also refetches once: a recomputed answer whose `refreshed`
+      // was broadcast before this stream connected would otherwise stay unseen until the next change.
+      if (version === null || event.data !== version) setTimeout(refresh, 0);
       version = event.data;
     });
     // A recomputed answer is ready (the server answered the last fetch with the previous one).
