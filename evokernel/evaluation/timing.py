@@ -43,11 +43,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 from evokernel.evaluation.host_clock import CONTENDED_PROBE_MS, wall_medians
 from evokernel.evaluation.timing_stats import (
@@ -83,35 +84,8 @@ GRAPH_MAX_CALLS = 100
 BATCH = 10
 
 
-@dataclass(frozen=True)
-class TimingSettings:
-    warmup_ms: float = 25.0
-    min_reps: int = 10
-    # Timed samples span at least this long on a GPU: under a power cap the SM clock dips for a few
-    # ms at a time, and a 10-sample stop (~5 ms) caught one dip or none (matmul_fp16: 419.3 us at
-    # 60 samples, 421.4-423.7 us at 310-1000, in five fresh processes; benchmarks.md).
-    min_ms: float = 100.0
-    max_reps: int = 1000
-    max_ms: float = 1000.0
-    # 0.2 %: medians that stop at an RSE of 0.5 % differ between fresh processes by ~2.3 sigma of
-    # five draws, ~1.1 % -- what timing_fidelity measured (1.07 / 0.89 / 1.49 % at 0.5 %).
-    target_rse: float = 0.002
-    cuda_graph: bool = False
-    settle_tol: float = 0.01
-    settle_max_ms: float = 300.0
-    launch_bound_us: float = 20.0
-    baseline_min_ms: float = 1000.0
-
-    def for_baseline(self) -> TimingSettings:
-        """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call
-        costs at least ~0.09 ms, the 256 MiB flush itself, so 1 s is at most ~11 000 calls)."""
-        span = max(self.min_ms, self.baseline_min_ms)
-        return replace(
-            self,
-            min_ms=span,
-            max_ms=max(self.max_ms, 2 * span),
-            max_reps=max(self.max_reps, math.ceil(span / 0.09)),
-        )
+# The sandbox's name for the config's timing section: one class, so the two cannot drift apart.
+TimingSettings = TimingConfig
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:
