@@ -32,6 +32,7 @@ MOVED: dict[str, str] = {
     "evokernel.poolhealth": "evokernel.pool.health",
     "evokernel.fairqueue": "evokernel.pool.fair_queue",
     "evokernel.mutators.hardware": "evokernel.pool.hardware",
+    "evokernel.export.seeds": "evokernel.run.seed_kernels",
 }
 
 

@@ -7,7 +7,8 @@ laptop should use; the docstring of each section says what its numbers mean.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # The verdict profiles' names (defined in evaluation/profiles.py, which checks it matches): named
@@ -109,15 +110,20 @@ class StrategyConfig:
 @dataclass
 class TimingConfig:
     """Timing is by time, not count: warm up for ``warmup_ms``, then repeat until the median's
-    relative standard error falls under ``target_rse`` or ``max_ms``/``max_reps`` is reached."""
+    relative standard error falls under ``target_rse`` or ``max_ms``/``max_reps`` is reached.
+    The config's ``evaluation.timing`` section and the sandbox's settings
+    (:func:`evokernel.evaluation.timing.time_callable`) are this one class."""
 
     warmup_ms: float = 25.0
     min_reps: int = 10
-    # On a GPU the timed samples span at least this long (power-cap clock dips last a few ms).
+    # Timed samples span at least this long on a GPU: under a power cap the SM clock dips for a few
+    # ms at a time, and a 10-sample stop (~5 ms) caught one dip or none (matmul_fp16: 419.3 us at
+    # 60 samples, 421.4-423.7 us at 310-1000, in five fresh processes; benchmarks.md).
     min_ms: float = 100.0
     max_reps: int = 1000
     max_ms: float = 1000.0
-    # 0.2 % keeps the median of one kernel within ~0.5 % across fresh processes (benchmarks.md).
+    # 0.2 %: medians that stop at an RSE of 0.5 % differ between fresh processes by ~2.3 sigma of
+    # five draws, ~1.1 % -- what timing_fidelity measured (1.07 / 0.89 / 1.49 % at 0.5 %).
     target_rse: float = 0.002
     # Always time CUDA-graph replays of the call too (reported beside); launch-bound calls get it anyway.
     cuda_graph: bool = False
@@ -131,6 +137,17 @@ class TimingConfig:
     # Eager/compile baselines (timed once per task, GPU and software, then cached): timed samples
     # span at least this long; cuBLAS under the power cap drifts ~2 % between 100 ms windows.
     baseline_min_ms: float = 1000.0
+
+    def for_baseline(self) -> TimingConfig:
+        """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call
+        costs at least ~0.09 ms, the 256 MiB flush itself, so 1 s is at most ~11 000 calls)."""
+        span = max(self.min_ms, self.baseline_min_ms)
+        return replace(
+            self,
+            min_ms=span,
+            max_ms=max(self.max_ms, 2 * span),
+            max_reps=max(self.max_reps, math.ceil(span / 0.09)),
+        )
 
 
 @dataclass

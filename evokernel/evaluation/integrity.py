@@ -42,171 +42,44 @@ These facts travel to the supervisor, which decides; see :mod:`evokernel.evaluat
 from __future__ import annotations
 
 import builtins
-import functools
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from evokernel.evaluation import channel
-from evokernel.evaluation.feedback import compiler_errors
-
-_counts = {"triton": 0, "extension": 0, "graph": 0, "interpreting": 0, "failed": 0, "autotuning": 0}
-_last_failure = [""]
-# Why each failed load_inline/load build failed (compiler error lines), in order.
-failed_builds: list[str] = []
-
-
-def launches() -> int:
-    """Launches that returned: a launch that raised (a build failure, a bad grid) is no kernel. A
-    CUDA graph replay counts the own launches its capture recorded (:func:`_graph_hooks`)."""
-    return _counts["triton"] + _counts["extension"] + _counts["graph"]
-
-
-def failed_launches() -> int:
-    """Launches that raised into the candidate's code. One that raised and a call that still
-    returned means the candidate caught it: its try/except fallback ran (rule ``fallback``).
-    Configs an autotuner tries and drops (out of resources) are the autotuner's own business."""
-    return _counts["failed"]
-
-
-def last_launch_failure() -> str:
-    return _last_failure[0]
-
-
-def _counted(fn: Callable[..., Any], kind: str, interpreted: bool = False) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        _counts["interpreting"] += interpreted
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:
-            if not _counts["autotuning"]:
-                _counts["failed"] += 1
-                _last_failure[0] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
-            raise
-        finally:
-            _counts["interpreting"] -= interpreted
-        if not kwargs.get("warmup", False):
-            _counts[kind] += 1
-        return result
-
-    return run
-
-
-def _autotuning(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Around an autotuner's run: its benchmarking drops failing configs by catching their
-    errors, which is not the candidate's fallback; its own failure (every config failed) is."""
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        _counts["autotuning"] += 1
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            if _counts["autotuning"] == 1:
-                _counts["failed"] += 1
-                _last_failure[0] = f"{type(exc).__name__} from an autotuner: {str(exc)[:200]}"
-            raise
-        finally:
-            _counts["autotuning"] -= 1
-
-    return run
-
-
-# ATen ops that move or make memory rather than compute (overload packet names, trailing "_" of
-# in-place forms removed); views are recognised by their schema (``OpOverload.is_view``).
-NOT_COMPUTE = frozenset(
-    {
-        *("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize", "set"),
-        *("zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like"),
-        *("new_full", "scalar_tensor", "fill", "zero", "arange", "lift_fresh", "lift_fresh_copy"),
-        *("copy", "clone", "_to_copy", "to", "contiguous", "detach", "_local_scalar_dense", "item"),
-        *("cat", "stack", "constant_pad_nd", "repeat", "record_stream", "_reshape_alias", "reshape"),
-        *("flatten", "view_as", "expand_as", "_unsafe_view", "as_strided_scatter"),
-    }
+from evokernel.evaluation.launch_hooks import (
+    NOT_COMPUTE,
+    ComputeOps,
+    compute_op_name,
+    failed_builds,
+    failed_launches,
+    install_launch_hooks,
+    last_launch_failure,
+    launches,
 )
 
-
-def compute_op_name(func: torch._ops.OpOverload) -> str | None:
-    """``"mm"`` for ``aten.mm.default``, ``"add"`` for ``aten.add_.Tensor``; None for non-compute ops."""
-    if func.is_view:
-        return None
-    name = func.overloadpacket.__name__
-    name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
-    return None if name in NOT_COMPUTE else name
-
-
-class ComputeOps(TorchDispatchMode):
-    """While active, counts the ATen compute ops dispatched (``ops``: name -> calls)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __enter__(self) -> ComputeOps:
-        _recorders.append(self)
-        return super().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        _recorders.remove(self)
-        super().__exit__(*exc)
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # Otherwise (torch >= 2.12) the mode wraps __torch_dispatch__ in torch._disable_dynamo, whose
-        # first call imports torch._dynamo (2 s) and rebinds torch.manual_seed: harness-modified.
-        return False
-
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        name = compute_op_name(func) if not _counts["interpreting"] else None
-        if name:
-            self.ops[name] += 1
-        return func(*args, **(kwargs or {}))
-
-
-# Active recorders, innermost last: a graph replay adds the ops its capture dispatched to them.
-_recorders: list[ComputeOps] = []
-
-
-def _graph_hooks() -> None:
-    """A CUDA graph replays kernels without a Python launch or an ATen dispatch, so what its capture
-    did is recorded on the graph (own launches, ATen compute ops) and replayed into the counts: a
-    graph of own kernels is an own kernel, a graph of the reference's ATen ops is a recompute."""
-    graphs = torch.cuda.graphs.CUDAGraph
-    begin, end, replay = graphs.capture_begin, graphs.capture_end, graphs.replay
-
-    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
-        recorder = ComputeOps()
-        self._evk_capture = (launches(), recorder)
-        result = begin(self, *args, **kwargs)
-        recorder.__enter__()
-        return result
-
-    def capture_end(self: Any) -> Any:
-        before, recorder = self._evk_capture
-        recorder.__exit__(None, None, None)
-        self._evk_launches, self._evk_ops = launches() - before, dict(recorder.ops)
-        return end(self)
-
-    def replay_counted(self: Any) -> Any:
-        result = replay(self)
-        _counts["graph"] += getattr(self, "_evk_launches", 0)
-        for recorder in _recorders:
-            recorder.ops.update(getattr(self, "_evk_ops", {}))
-        return result
-
-    graphs.capture_begin = functools.wraps(begin)(capture_begin)  # type: ignore[method-assign]
-    graphs.capture_end = functools.wraps(end)(capture_end)  # type: ignore[method-assign]
-    graphs.replay = functools.wraps(replay)(replay_counted)  # type: ignore[method-assign]
+__all__ = [
+    "NOT_COMPUTE",
+    "ComputeOps",
+    "broken_rule",
+    "changed_harness",
+    "child_processes",
+    "compute_op_name",
+    "failed_builds",
+    "failed_launches",
+    "harness_snapshot",
+    "install_launch_hooks",
+    "last_launch_failure",
+    "launches",
+    "pool_streams",
+    "python_threads",
+    "recomputed_reference",
+    "side_stream_work",
+    "streams_left_running",
+]
 
 
 def recomputed_reference(reference_ops: dict[str, int], candidate_ops: dict[str, int]) -> str | None:
@@ -222,48 +95,6 @@ def recomputed_reference(reference_ops: dict[str, int], candidate_ops: dict[str,
         f"the candidate dispatched every PyTorch compute op of the reference at least as often ({ops}); "
         "its kernel does none of the reference's work"
     )
-
-
-class _CountedExtension:
-    """A compiled extension module whose callables count as own-kernel launches."""
-
-    def __init__(self, module: ModuleType) -> None:
-        self._module = module
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._module, name)
-        return _counted(value, "extension") if callable(value) and not isinstance(value, type) else value
-
-
-def install_launch_hooks() -> None:
-    import torch.utils.cpp_extension as cpp_extension
-    from triton.runtime import autotuner, jit
-
-    jit.JITFunction.run = _counted(jit.JITFunction.run, "triton")
-    _graph_hooks()
-    autotuner.Autotuner.run = _autotuning(autotuner.Autotuner.run)
-    try:
-        from triton.runtime import interpreter
-    except ImportError:  # an old Triton without the interpreter: only the compiled path exists
-        interpreter = None
-    if interpreter is not None:
-        interpreter.InterpretedFunction.run = _counted(
-            interpreter.InterpretedFunction.run, "triton", interpreted=True
-        )
-    for name in ("load_inline", "load"):
-        original = getattr(cpp_extension, name)
-
-        def wrapped(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-            try:
-                result = _original(*args, **kwargs)
-            except Exception as exc:
-                # Kept: a candidate that catches it runs its fallback, and the verdict says why.
-                errors = compiler_errors(str(exc))
-                failed_builds.append("; ".join(errors[:3]) or f"{type(exc).__name__}: {str(exc)[:200]}")
-                raise
-            return _CountedExtension(result) if isinstance(result, ModuleType) else result
-
-        setattr(cpp_extension, name, functools.wraps(original)(wrapped))
 
 
 def pool_streams(device: torch.device) -> list[torch.cuda.Stream]:
@@ -374,3 +205,41 @@ def side_stream_work(timing: dict[str, Any]) -> str | None:
         f"kernel: {probe:.4g} ms; {excess:.4g} ms more per call, pair by pair) but that stream "
         f"took only {timing['median_ms']:.4g} ms a call: work ran outside the timed stream"
     )
+
+
+def broken_rule(
+    facts: dict[str, Any], where: str, allow_torch: bool, fallback_note: str = ""
+) -> tuple[str, str] | None:
+    """The first rule a call's facts break, as ``(rule, reason)``, or None. ``where`` names the
+    call; ``fallback_note`` is appended when the own-kernel rule breaks (why a caught build made
+    the PyTorch fallback run)."""
+    changed = facts.get("changed_harness") or []
+    if changed:
+        return ("harness-modified", f"{where}: replaced {', '.join(map(str, changed))}")
+    if facts.get("new_threads"):
+        return ("threads", f"{where}: {facts['new_threads']} thread(s) still alive after the call")
+    if facts.get("new_processes"):
+        return ("processes", f"{where}: {facts['new_processes']} child process(es) left running")
+    if facts.get("stream_changed"):
+        return ("streams", f"{where}: the call left a different current stream")
+    if facts.get("streams_left_running"):
+        return (
+            "side-stream",
+            f"{where}: work on {facts['streams_left_running']} other stream(s) was still running "
+            f"after the call's own stream had finished (the GPU stayed busy "
+            f"{facts.get('left_running_ms', 0):.4g} ms more): the call forked work it did not join "
+            "back, which a timer on its stream never sees",
+        )
+    if facts.get("failed_launches"):
+        return (
+            "fallback",
+            f"{where}: a kernel launch raised ({facts.get('last_launch_failure') or 'an error'}) and the "
+            "call returned anyway: its try/except fallback ran instead of the kernel",
+        )
+    if not allow_torch and int(facts.get("launches", 0)) < 1:
+        return (
+            "own-kernel",
+            f"{where}: the call launched no Triton or CUDA kernel of its own (computed with PyTorch "
+            "ops, called the reference, or returned a cached result)" + fallback_note,
+        )
+    return None

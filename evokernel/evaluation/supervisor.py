@@ -4,13 +4,14 @@ Each stage is timed and recorded with its own status and reason in ``details["st
 worker is driven over :mod:`evokernel.evaluation.channel`; every wait has the evaluation's
 deadline, so a hang is a ``timeout`` of the stage it happened in, and a worker that dies is
 ``crashed`` with its signal or exit code.
+
+Over ~300 lines (325) on purpose: the stage sequence is one concept, read top to bottom; the
+worker process's handling (worker_process.py) and the verdict (verdict.py) are apart.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -26,19 +27,17 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
-from evokernel.evaluation.timing import comparable
+from evokernel.evaluation.verdict import StageFailure, correct_evaluation
+from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
 
-
-class StageFailure(Exception):
-    def __init__(self, status: Status, stage: str, reason: str, feedback: str = "") -> None:
-        super().__init__(reason)
-        self.status, self.stage, self.reason, self.feedback = status, stage, reason, feedback or reason
+__all__ = ["StageFailure", "Supervisor"]
 
 
 class Supervisor:
     def __init__(self, request: dict[str, Any], sock: socket.socket, worker_pid: int, start: float) -> None:
-        self.request, self.sock, self.pid = request, sock, worker_pid
+        self.request, self.sock = request, sock
+        self.worker = WorkerProcess(sock, worker_pid)
         # GPU lock waits (gpulock.py) are the pool's doing: they extend the deadline, not use it up.
         self.gpu = GpuLock.from_request(request)
         self.base_deadline = start + float(request["timeout_s"])
@@ -56,7 +55,6 @@ class Supervisor:
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
-        self.worker_status: int | None = None
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
         self.isolation: dict[str, Any] = {}
@@ -90,7 +88,7 @@ class Supervisor:
             self.sock.settimeout(remaining)
             header, blob = channel.recv(self.sock)
         except TimeoutError as exc:
-            self.kill_worker()
+            self.worker.kill()
             what = f"{command['op']} {command.get('index', '')}".strip()
             raise StageFailure(
                 Status.TIMEOUT,
@@ -99,7 +97,7 @@ class Supervisor:
                 f"the evaluation did not finish within {self.request['timeout_s']:.0f} s ({self.stage})",
             ) from exc
         except (channel.ChannelError, OSError) as exc:
-            raise StageFailure(Status.CRASHED, self.stage, self._death_reason(exc)) from exc
+            raise StageFailure(Status.CRASHED, self.stage, self.worker.death_reason(exc, self.stage)) from exc
         if not header.get("ok"):
             status = Status(header.get("status", "runtime_error"))
             if status not in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR):
@@ -107,36 +105,8 @@ class Supervisor:
             raise StageFailure(status, self.stage, str(header.get("reason")), str(header.get("feedback", "")))
         return header, blob
 
-    def _death_reason(self, exc: BaseException) -> str:
-        code = self.reap_worker(wait=True)
-        if code is None:
-            return f"worker broke the protocol: {exc}"
-        if os.WIFSIGNALED(code):
-            return f"worker killed by signal {signal.Signals(os.WTERMSIG(code)).name} during {self.stage}"
-        return f"worker exited with code {os.WEXITSTATUS(code)} during {self.stage} without a result"
-
-    def reap_worker(self, wait: bool) -> int | None:
-        if self.worker_status is None:
-            pid, status = os.waitpid(self.pid, 0 if wait else os.WNOHANG)
-            if pid:
-                self.worker_status = status
-        return self.worker_status
-
-    def kill_worker(self) -> None:
-        if self.worker_status is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            self.reap_worker(wait=True)
-
     def stop_worker(self) -> None:
-        if self.worker_status is None:
-            try:
-                self.sock.settimeout(5)
-                channel.send(self.sock, {"op": "exit"})
-                channel.recv(self.sock)
-            except (TimeoutError, channel.ChannelError, OSError):
-                pass  # it is killed next either way
-            self.kill_worker()
+        self.worker.stop()
 
     # ---- stages ---------------------------------------------------------------------------
     def enter(self, stage: str) -> None:
@@ -184,39 +154,9 @@ class Supervisor:
         return StageFailure(Status.REJECTED, "integrity", f"rule {rule}: {reason}")
 
     def check_facts(self, facts: dict[str, Any], where: str) -> None:
-        changed = facts.get("changed_harness") or []
-        if changed:
-            raise self.reject("harness-modified", f"{where}: replaced {', '.join(map(str, changed))}")
-        if facts.get("new_threads"):
-            raise self.reject(
-                "threads", f"{where}: {facts['new_threads']} thread(s) still alive after the call"
-            )
-        if facts.get("new_processes"):
-            raise self.reject(
-                "processes", f"{where}: {facts['new_processes']} child process(es) left running"
-            )
-        if facts.get("stream_changed"):
-            raise self.reject("streams", f"{where}: the call left a different current stream")
-        if facts.get("streams_left_running"):
-            raise self.reject(
-                "side-stream",
-                f"{where}: work on {facts['streams_left_running']} other stream(s) was still running "
-                f"after the call's own stream had finished (the GPU stayed busy "
-                f"{facts.get('left_running_ms', 0):.4g} ms more): the call forked work it did not join "
-                "back, which a timer on its stream never sees",
-            )
-        if facts.get("failed_launches"):
-            raise self.reject(
-                "fallback",
-                f"{where}: a kernel launch raised ({facts.get('last_launch_failure') or 'an error'}) and the "
-                "call returned anyway: its try/except fallback ran instead of the kernel",
-            )
-        if not self.request["allow_torch"] and int(facts.get("launches", 0)) < 1:
-            raise self.reject(
-                "own-kernel",
-                f"{where}: the call launched no Triton or CUDA kernel of its own (computed with PyTorch "
-                "ops, called the reference, or returned a cached result)" + self._fallback_note(),
-            )
+        broken = integrity.broken_rule(facts, where, bool(self.request["allow_torch"]), self._fallback_note())
+        if broken:
+            raise self.reject(*broken)
 
     def run(self) -> Evaluation:
         self.enter("build")
@@ -378,31 +318,11 @@ class Supervisor:
         self.stop_worker()
         baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
         self.passed()
-        eager, compiled = baselines.get("eager"), baselines.get("compile")
-        # Each speedup compares figures taken the same way (CUDA-graph per-call figures when both
-        # sides are launch-bound, else flushed event medians); runtime_ms is the one vs eager.
-        runtime, eager_ms, method = comparable(new, eager)
-        runtime_c, compile_ms, method_c = comparable(new, compiled)
-        speedup = eager_ms / runtime if eager_ms and runtime > 0 else None
-        speedup_c = compile_ms / runtime_c if compile_ms and runtime_c > 0 else None
         self.enter("feedback")
-        feedback = timing_feedback(new, eager, compiled, worst, self.device.type == "cpu")
+        feedback = timing_feedback(
+            new, baselines.get("eager"), baselines.get("compile"), worst, self.device.type == "cpu"
+        )
         self.passed()
-        return Evaluation(
-            status=Status.CORRECT,
-            stage="timing",
-            max_abs_error=worst,
-            runtime_ms=runtime,
-            runtime_iqr_ms=new["iqr_ms"],
-            runtime_cv=new["cv"],
-            eager_ms=eager_ms,
-            speedup_eager=speedup,
-            compile_ms=compile_ms,
-            speedup_compile=speedup_c,
-            feedback=feedback,
-            details={
-                **self.details(),
-                "outputs_via": self.outputs_via(),
-                "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
-            },
+        return correct_evaluation(
+            new, baselines, worst, feedback, {**self.details(), "outputs_via": self.outputs_via()}
         )

@@ -41,16 +41,36 @@ The host-clock figures beside the event ones (``wall_median_ms``, ``stream_tail_
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 from evokernel.evaluation.host_clock import CONTENDED_PROBE_MS, wall_medians
+from evokernel.evaluation.timing_stats import (
+    TimingResult,
+    _interquartile_mean,
+    _summary,
+    comparable,
+    median_rse,
+)
+
+__all__ = [
+    "BATCH",
+    "L2_FLUSH_BYTES",
+    "TIMING_METHOD",
+    "TimingResult",
+    "TimingSettings",
+    "collect_batch",
+    "comparable",
+    "enqueue_batch",
+    "median_rse",
+    "time_callable",
+]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 # Part of the baseline cache key (baselines.software_versions): a baseline timed by an older
@@ -64,110 +84,8 @@ GRAPH_MAX_CALLS = 100
 BATCH = 10
 
 
-@dataclass(frozen=True)
-class TimingSettings:
-    warmup_ms: float = 25.0
-    min_reps: int = 10
-    # Timed samples span at least this long on a GPU: under a power cap the SM clock dips for a few
-    # ms at a time, and a 10-sample stop (~5 ms) caught one dip or none (matmul_fp16: 419.3 us at
-    # 60 samples, 421.4-423.7 us at 310-1000, in five fresh processes; benchmarks.md).
-    min_ms: float = 100.0
-    max_reps: int = 1000
-    max_ms: float = 1000.0
-    # 0.2 %: medians that stop at an RSE of 0.5 % differ between fresh processes by ~2.3 sigma of
-    # five draws, ~1.1 % -- what timing_fidelity measured (1.07 / 0.89 / 1.49 % at 0.5 %).
-    target_rse: float = 0.002
-    cuda_graph: bool = False
-    settle_tol: float = 0.01
-    settle_max_ms: float = 300.0
-    launch_bound_us: float = 20.0
-    baseline_min_ms: float = 1000.0
-
-    def for_baseline(self) -> TimingSettings:
-        """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call
-        costs at least ~0.09 ms, the 256 MiB flush itself, so 1 s is at most ~11 000 calls)."""
-        span = max(self.min_ms, self.baseline_min_ms)
-        return replace(
-            self,
-            min_ms=span,
-            max_ms=max(self.max_ms, 2 * span),
-            max_reps=max(self.max_reps, math.ceil(span / 0.09)),
-        )
-
-
-@dataclass(frozen=True)
-class TimingResult:
-    median_ms: float
-    iqr_ms: float
-    cv: float
-    reps: int
-    p10_ms: float | None = None
-    p90_ms: float | None = None
-    wall_median_ms: float | None = None
-    sync_wait_ms: float | None = None
-    probe_wall_ms: float | None = None
-    probe_wait_ms: float | None = None
-    stream_tail_ms: float | None = None
-    probe_tail_ms: float | None = None
-    tail_excess_ms: float | None = None
-    contended: bool | None = None
-    graph_median_ms: float | None = None
-    graph_calls: int | None = None
-    launch_bound: bool = False
-    warmup_ms: float | None = None
-    settled: bool | None = None
-    clock: dict[str, Any] = field(default_factory=dict)
-    seconds: float | None = None
-    method: str = "cuda_events"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def comparable(candidate: dict[str, Any], baseline: dict[str, Any] | None) -> tuple[float, float | None, str]:
-    """``(candidate ms, baseline ms, method)``, both taken the same way: the CUDA-graph per-call
-    figures when both sides are launch-bound and have one, else the flushed event medians."""
-    graph_c = candidate.get("graph_median_ms") if candidate.get("launch_bound") else None
-    graph_b = baseline.get("graph_median_ms") if baseline and baseline.get("launch_bound") else None
-    if graph_c and graph_b:
-        return float(graph_c), float(graph_b), "cuda_graph"
-    base = float(baseline["median_ms"]) if baseline else None
-    return float(candidate["median_ms"]), base, str(candidate.get("method", "cuda_events"))
-
-
-def median_rse(samples: list[float]) -> float:
-    """Relative standard error of the median: ~1.2533 * sigma / sqrt(n) / median for near-normal
-    data. sigma is the smaller of the standard deviation and IQR / 1.349 (equal for normal data):
-    a few preempted or power-capped calls inflate the deviation (CV 6-28 % beside a p10-p90 width
-    of 2-4 % for full-size kernels on an H100) and kept such timings going to the 1000-sample cap,
-    while the median they estimate hardly moves."""
-    if len(samples) < 4:
-        return math.inf
-    med = statistics.median(samples)
-    if med <= 0:
-        return math.inf
-    q = statistics.quantiles(samples, n=4)
-    sigma = min(statistics.stdev(samples), (q[2] - q[0]) / 1.349)
-    return 1.2533 * sigma / math.sqrt(len(samples)) / med
-
-
-def _summary(samples: list[float]) -> TimingResult:
-    if len(samples) >= 2:
-        q = statistics.quantiles(samples, n=4)
-        d = statistics.quantiles(samples, n=10)
-    else:
-        q, d = [samples[0]] * 3, [samples[0]] * 9
-    mean = statistics.fmean(samples)
-    cv = statistics.pstdev(samples) / mean if mean > 0 else 0.0
-    return TimingResult(statistics.median(samples), q[2] - q[0], cv, len(samples), d[0], d[8])
-
-
-def _interquartile_mean(samples: list[float]) -> float:
-    """Mean of the middle half: robust to outliers like a median, but not stuck on one event tick."""
-    ordered = sorted(samples)
-    quarter = len(ordered) // 4
-    middle = ordered[quarter : len(ordered) - quarter] or ordered
-    return statistics.fmean(middle)
+# The sandbox's name for the config's timing section: one class, so the two cannot drift apart.
+TimingSettings = TimingConfig
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:

@@ -79,8 +79,8 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
 
 
 def seed_import(args: argparse.Namespace) -> int:
-    from evokernel.export.seeds import match_seed_files
     from evokernel.run.progress import format_table
+    from evokernel.run.seed_kernels import match_seed_files
     from evokernel.tasks import load_tasks
 
     matches = match_seed_files(args.folder, load_tasks(args.tasks))

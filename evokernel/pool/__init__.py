@@ -6,9 +6,11 @@ Leaves: one :class:`~evokernel.types.Evaluation` per request, with queue and sta
 Inside: Ray actors, one per GPU (:mod:`.actor`); fair admission over runs (:mod:`.fair_queue`);
 eager/compile baselines measured once per task (:mod:`.baseline_cache`); throughput and queue
 health (:mod:`.health`); the device facts prompts quote (:mod:`.hardware`); actors pinned to the
-cluster's nodes, following nodes that join or leave (:mod:`.placement`); the pool itself, with
-deduplication and retries of a lost actor's requests (:mod:`.evaluator_pool`). The pool knows
-nothing of islands, strategies or the library.
+cluster's nodes, following nodes that join or leave (:mod:`.placement`); starting or joining
+the Ray cluster (:mod:`.ray_cluster`); deduplication of identical requests (:mod:`.dedup`); the
+harness-fault retry, alone on the pool (:mod:`.solo_retry`); the pool itself, with retries of a
+lost actor's requests (:mod:`.evaluator_pool`). The pool knows nothing of islands, strategies or
+the library.
 Plug-in point: anything implementing :class:`evokernel.run.evaluator.Evaluator` (``evaluate``,
 ``hardware``, ``health``) can stand in for it; the conformance kit's instant evaluator is one.
 

@@ -10,13 +10,15 @@ In front of the actors:
 * **Admission** (:mod:`evokernel.pool.fair_queue`): never more than workers x concurrency calls
   submitted to Ray; up to ``max_queue`` more wait, served round robin over tenants (runs) and by
   priority within one (fix attempts first); callers beyond that wait to enter.
-* **Deduplication**: identical (task, source, settings) requests are evaluated once; a request
-  that arrives while its twin is in flight waits for it, later ones get the remembered result
-  (crashes and timeouts are not remembered). Either copy says ``details["deduplicated"]``.
+* **Deduplication** (:mod:`evokernel.pool.dedup`): identical (task, source, settings) requests
+  are evaluated once; a request that arrives while its twin is in flight waits for it, later ones
+  get the remembered result (crashes and timeouts are not remembered). Either copy says
+  ``details["deduplicated"]``.
 * **Baselines** (:mod:`evokernel.pool.baseline_cache`): a task's eager and ``torch.compile`` baselines
   are measured once, by a request of their own before its first candidate, and cached.
 * **Faults**: an actor that dies (node lost, killed) is dropped, and every candidate it had in
-  flight is retried once on the least-loaded actor elsewhere, then ``crashed`` with the reason.
+  flight is retried once on the least-loaded actor elsewhere, then ``crashed`` with the reason;
+  a harness fault runs again alone (:mod:`evokernel.pool.solo_retry`).
 * **Nodes** (:mod:`evokernel.pool.placement`): actors are pinned to the nodes in Ray's node table and
   follow it: a lost node's actors are replaced where there is room, a node that joins gets actors.
 
@@ -29,9 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
-from collections import OrderedDict
 from typing import Any
 
 import ray
@@ -43,58 +43,20 @@ from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
 from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
+from evokernel.pool.dedup import Deduplicator
 from evokernel.pool.fair_queue import FairQueue
 from evokernel.pool.health import PoolStats
 from evokernel.pool.placement import ActorSet, additions, alive_nodes, pinned
+from evokernel.pool.ray_cluster import default_concurrency, init_ray
+from evokernel.pool.solo_retry import SoloRetry
 from evokernel.types import Evaluation, Status, Task, source_hash
 
-__all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "init_ray"]
+__all__ = ["BaselineStore", "EvaluatorPool", "Hardware", "default_concurrency", "init_ray"]
 
 log = logging.getLogger(__name__)
-# Finished evaluations remembered for deduplication (a few KB each).
-MEMO_SIZE = 4096
 # Seconds an actor gets to stop its fork-server and remove its scratch root before it is killed.
 SHUTDOWN_GRACE_S = 10.0
 BASELINES_TENANT = "baselines"
-
-
-def init_ray(config: RayConfig) -> None:
-    """Start a local cluster (default) or join ``config.address``; a no-op when Ray is up."""
-    if ray.is_initialized():
-        return
-    # Ray's own uv/runtime-env hooks would try the network on some setups; the driver needs none.
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    kwargs: dict[str, Any] = {
-        "include_dashboard": False,
-        "logging_level": logging.WARNING,
-        "log_to_driver": True,
-    }
-    if config.address:
-        ray.init(address=config.address, **kwargs)
-    else:
-        # Ray >= 2.59 turns token authentication on for a local cluster and logs a warning about
-        # it on every start. We keep it on (without a token any local process, a candidate
-        # included, could submit work to the cluster's loopback endpoints) and drop only that
-        # notice; a user's own RAY_AUTH_MODE (e.g. `disabled`) still wins. Setting the variable
-        # here instead would not do: Ray caches its config when it is imported.
-        notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
-        level = notice.level
-        notice.setLevel(logging.ERROR)
-        try:
-            ray.init(num_cpus=config.num_cpus, **kwargs)
-        finally:
-            notice.setLevel(level)
-
-
-def default_concurrency(device: str, cpus_per_actor: int) -> int:
-    """Candidates in flight per actor when the config says 0. GPU: one per two of the actor's CPUs
-    (each candidate is a supervisor and a worker process, CPU-bound while Triton compiles), at most
-    8; on the 16-core H100 node 4, 8 and 12 in flight gave 46, 58-61 and 59 Triton candidates/min
-    (docs/benchmarks.md). CPU: the interpreter is CPU-bound, so more than one per actor only adds
-    contention."""
-    if device != "cuda":
-        return 1
-    return max(1, min(8, cpus_per_actor // 2))
 
 
 class EvaluatorPool:
@@ -138,16 +100,14 @@ class EvaluatorPool:
         capacity = planned * self.concurrency
         self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
         # Retries after a harness fault run one at a time, alone (_retry_alone).
-        self._alone: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        self._held_for_retry = 0
+        self._solo = SoloRetry(self.queue)
         self.stats = PoolStats()
         self.size = self.capacity = 0
         self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
         self.workers.refresh(force=True)
         self.max_submitted = 0
         self._hardware: Hardware | None = None
-        self._memo: OrderedDict[str, Evaluation] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[Evaluation]] = {}
+        self._dedup = Deduplicator(self.stats)
         self.baselines = BaselineCache(
             baselines,
             scale=self.scale,
@@ -216,32 +176,7 @@ class EvaluatorPool:
         if not self.config.dedup:
             return await self._evaluate_new(task, source, tenant, priority)
         key = self._dedup_key(task, source)
-        if key in self._memo:
-            self._memo.move_to_end(key)
-            self.stats.deduplicated += 1
-            return _deduplicated(self._memo[key])
-        if key in self._pending:
-            self.stats.deduplicated += 1
-            return _deduplicated(await asyncio.shield(self._pending[key]))
-        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved"
-        self._pending[key] = future
-        try:
-            evaluation = await self._evaluate_new(task, source, tenant, priority)
-        except asyncio.CancelledError:
-            future.cancel()  # its waiters are cancelled too (the driver is stopping)
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
-            raise
-        finally:
-            del self._pending[key]
-        future.set_result(evaluation)
-        if evaluation.status not in (Status.CRASHED, Status.TIMEOUT):
-            self._memo[key] = evaluation
-            if len(self._memo) > MEMO_SIZE:
-                self._memo.popitem(last=False)
-        return evaluation
+        return await self._dedup.evaluate(key, lambda: self._evaluate_new(task, source, tenant, priority))
 
     def _dedup_key(self, task: Task, source: str) -> str:
         # The rest of a request (variants, seeds, timing, device) follows from the task's source and
@@ -266,28 +201,9 @@ class EvaluatorPool:
         return evaluation
 
     async def _retry_alone(self, request: EvaluationRequest, first: Evaluation) -> Evaluation:
-        """Run a request again with nothing else in flight on the pool, after the harness itself
-        failed (e.g. out of GPU memory with eight candidates sharing it): no slot is handed out
-        meanwhile, and the ones in flight finish first. The retry's verdict stands, with the first
-        failure kept in ``details["harness_retry"]``."""
+        """After the harness itself failed: again, alone on the pool (:mod:`evokernel.pool.solo_retry`)."""
         self.stats.harness_faults += 1
-        loop = asyncio.get_running_loop()
-        if self._alone is None or self._alone[0] is not loop:
-            self._alone = (loop, asyncio.Lock())
-        self._held_for_retry += 1  # its slot is held but idle: it does not count as running
-        async with self._alone[1]:
-            self._held_for_retry -= 1
-            self.queue.capacity = 1  # hand out no slot while it runs
-            try:
-                while self.queue.in_flight - self._held_for_retry > 1:
-                    await asyncio.sleep(0.2)
-                evaluation = await self._submit(request)
-            finally:
-                self.queue.capacity = self.capacity
-                self.queue.refill()  # the slots held back go to the waiting requests
-        return dataclasses.replace(
-            evaluation, details={**evaluation.details, "harness_retry": {"first": first.reason}}
-        )
+        return await self._solo.run(lambda: self._submit(request), lambda: self.capacity, first)
 
     async def _submit(self, request: EvaluationRequest) -> Evaluation:
         """On the least-loaded actor; when an actor dies (its node lost, or killed) every request it
@@ -379,10 +295,6 @@ class EvaluatorPool:
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.sleep(0)
         self.shutdown()
-
-
-def _deduplicated(evaluation: Evaluation) -> Evaluation:
-    return dataclasses.replace(evaluation, details={**evaluation.details, "deduplicated": True})
 
 
 def _with_queue_and_start(evaluation: Evaluation, queued_s: float) -> Evaluation:

@@ -10,6 +10,17 @@ from evokernel.report.events import JsonEvents, QuietPrinter
 from evokernel.run.progress import ProgressPrinter, Reporter
 
 
+class CellPrinter(ProgressPrinter):
+    """A run's plain progress lines, each prefixed with its cell."""
+
+    def __init__(self, prefix: str, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        self.prefix = prefix
+
+    def say(self, message: str) -> None:
+        super().say("\n".join(f"{self.prefix} {line}" if line else line for line in message.split("\n")))
+
+
 class Progress:
     """A factory of per-run reporters (``label``: a sweep's cell) and a ``close`` for the end."""
 
@@ -34,8 +45,6 @@ class Progress:
 
             return LiveRun(self._board, label)
         if label:
-            from evokernel.sweep.runner import CellPrinter
-
             return CellPrinter(f"[cell {label}]", self.stream)
         return ProgressPrinter(self.stream)
 

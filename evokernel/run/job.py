@@ -3,15 +3,12 @@ tell the strategy and the mutator how it went. The engine (:mod:`evokernel.run.e
 :class:`ProposalJobs` and hands it each recorded proposal; it sequences the jobs and keeps the
 budgets, the jobs do the work and settle what they spent.
 
-Reproducibility: a proposal's randomness (``MutationRequest.rng_seed``) and the duplicate check
-depend on what the proposal *is* (task, island, generation, branch, operator, parents' sources,
-idea) and on earlier generations, never on the order work was recorded or finished in.
+What each request is built from, reproducibly, is :mod:`evokernel.run.request_inputs`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -22,6 +19,12 @@ from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
 from evokernel.run.elastic import ElasticLimit
 from evokernel.run.evaluator import Evaluator
+from evokernel.run.request_inputs import (
+    avoided_sources,
+    earlier_generations,
+    parent_candidates,
+    proposal_rng_seed,
+)
 from evokernel.run.state import TaskProgress
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import (
@@ -114,36 +117,6 @@ class ProposalJobs:
             progress.failure = job.exception()
 
     # ---- one proposal -----------------------------------------------------------------------------
-    def rng_seed(self, proposal: Proposal, parents: tuple[Scored, ...]) -> int:
-        """Per-proposal randomness keyed by what the proposal is -- parents by their source, since
-        row ids depend on the order tasks and proposals were recorded -- never by when."""
-        p = proposal
-        parent_hashes = ",".join(sc.candidate.source_hash for sc in parents)
-        parts = (
-            self.config.seed,
-            p.task,
-            p.island,
-            p.generation,
-            p.branch,
-            p.operator,
-            parent_hashes,
-            p.idea,
-        )
-        key = "|".join(map(str, parts))
-        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
-
-    def _avoid(self, progress: TaskProgress, proposal: Proposal) -> frozenset[str]:
-        """Sources a proposal must not repeat: every earlier generation's, and those of its own
-        generation recorded before it. Synchronous mutators (tune) run in recording order, so
-        for them this set does not depend on timing; an LLM sibling still in flight is missed."""
-        gen, seq = proposal.generation, proposal.seq if proposal.seq is not None else -1
-        cache = progress.avoid_cache
-        if cache is None or cache[0] != gen:
-            cache = (gen, frozenset(h for h, (g, _s) in progress.hashes.items() if g < gen))
-            progress.avoid_cache = cache
-        same = [h for h, s in progress.by_generation.get(gen, {}).items() if s < seq]
-        return cache[1] | frozenset(same) if same else cache[1]
-
     async def _process(self, progress: TaskProgress, proposal: Proposal, reserved: bool = False) -> None:
         lib = self.library
         assert proposal.id is not None
@@ -184,22 +157,24 @@ class ProposalJobs:
         if proposal.operator == SEED_FILE:
             if task.seed_source is None:
                 return None, MutationResult(None, error=f"task {task.name} has no seed implementation")
-            request = MutationRequest(proposal=proposal, task=task, avoid=self._avoid(progress, proposal))
+            request = MutationRequest(proposal=proposal, task=task, avoid=avoided_sources(progress, proposal))
             return request, MutationResult(task.seed_source)
         mutator = self.mutators.get(proposal.operator)
         if mutator is None:
             error = f"no configured mutator serves operator {proposal.operator!r}"
             return None, MutationResult(None, error=error)
-        parents = self._parents(progress, proposal)
+        parents = parent_candidates(self.library, progress, proposal)
         request = MutationRequest(
             proposal=proposal,
             task=task,
             parents=parents,
-            rng_seed=self.rng_seed(proposal, parents),
+            rng_seed=proposal_rng_seed(self.config.seed, proposal, parents),
             hardware=self.hardware,
             language=self.config.mutators.llm.language,
-            avoid=self._avoid(progress, proposal),
-            history=self._history(progress, proposal) if mutator.wants_history else (),
+            avoid=avoided_sources(progress, proposal),
+            history=earlier_generations(self.library, self.run_id, progress, proposal)
+            if mutator.wants_history
+            else (),
         )
         if self.uses_llm(proposal.operator):
             async with self._llm_limit:
@@ -210,33 +185,18 @@ class ProposalJobs:
             lib.record_llm_call(self.run_id, proposal.id, call)
         return request, result
 
-    def _history(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
-        """Evaluated candidates of generations before the proposal's (complete once a generational
-        strategy plans the next one, so this does not depend on timing); one read per generation."""
-        gen = proposal.generation
-        if progress.history_cache is None or progress.history_cache[0] != gen:
-            found = self.library.candidates(self.run_id, progress.task.name, before=gen)
-            progress.history_cache = (gen, tuple(sc for sc in found if sc.evaluation is not None))
-        return progress.history_cache[1]
-
-    def _parents(self, progress: TaskProgress, proposal: Proposal) -> tuple[Scored, ...]:
-        cache = progress.evaluated_cache
-        return tuple(
-            cache[pid] if pid in cache else self.library.get_candidate(pid) for pid in proposal.parents
-        )
-
     async def _ideas(self, progress: TaskProgress, proposal: Proposal) -> tuple[LLMCall, ...]:
         lib, mutator = self.library, self.ideas_mutator
         assert proposal.id is not None
         if mutator is None:
             lib.fail_proposal(proposal.id, "no configured mutator can brainstorm ideas")
             return ()
-        parents = self._parents(progress, proposal)
+        parents = parent_candidates(self.library, progress, proposal)
         request = MutationRequest(
             proposal=proposal,
             task=progress.task,
             parents=parents,
-            rng_seed=self.rng_seed(proposal, parents),
+            rng_seed=proposal_rng_seed(self.config.seed, proposal, parents),
             hardware=self.hardware,
             language=self.config.mutators.llm.language,
         )

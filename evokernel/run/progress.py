@@ -41,6 +41,8 @@ def _speed(sc: Scored | None) -> str:
 
 
 def format_table(rows: list[list[str]], header: list[str]) -> str:
+    # Plain aligned columns, kept by hand: they must read the same in logs, pipes and CI consoles,
+    # where rich's Table (used by the live board) would add box characters or nothing at all.
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join("-" * w for w in widths)
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), line]

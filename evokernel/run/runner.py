@@ -102,7 +102,7 @@ async def run_experiment_async(
                 reporter.say(f"resuming run {run_id} ({info.name}, status was {info.status})")
         tasks = load_tasks(config.tasks) if tasks is None else tasks
         if config.seed_kernels:
-            from evokernel.export.seeds import apply_seed_kernels
+            from evokernel.run.seed_kernels import apply_seed_kernels
 
             tasks = apply_seed_kernels(tasks, config.seed_kernels)
         if resume:

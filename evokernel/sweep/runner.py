@@ -12,14 +12,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 from evokernel.analysis import RunRow, get_sweep
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError
+from evokernel.report.progress import CellPrinter
 from evokernel.run.engine import Engine, Evaluator
-from evokernel.run.progress import ProgressPrinter, Reporter
+from evokernel.run.progress import Reporter
 from evokernel.run.runner import RunSummary, run_experiment_async
 from evokernel.sweep.plan import Cell, check_same_sweep, create_cells, new_sweep_id, plan_cells
 
@@ -31,17 +31,6 @@ class SweepSummary:
     runs: dict[int, str]
     summaries: dict[int, RunSummary]
     interrupted: bool
-
-
-class CellPrinter(ProgressPrinter):
-    """A run's plain progress lines, each prefixed with its cell."""
-
-    def __init__(self, prefix: str, stream: TextIO | None = None) -> None:
-        super().__init__(stream)
-        self.prefix = prefix
-
-    def say(self, message: str) -> None:
-        super().say("\n".join(f"{self.prefix} {line}" if line else line for line in message.split("\n")))
 
 
 ReporterFactory = Callable[[int, str], Reporter]

@@ -55,11 +55,8 @@ def test_architecture_picture_matches_the_stage_graph() -> None:
     assert drawn == real, (
         f"drawn but not imported: {sorted(drawn - real)}; imported but not drawn: {sorted(real - drawn)}"
     )
-    # Stage-level circles that landed with the sweep/report work (issue 19), named in
-    # docs/architecture.md to be untangled; a new one fails here. Module-level cycles: none at all.
-    known = [["report", "sweep"], ["export", "run"]]
-    found = cycles({a: set(b) for a, b in stages.items()})
-    assert all(c in known for c in found), f"new stage circle(s): {[c for c in found if c not in known]}"
+    # No stage-level circle either (the two that came with issue 19's sweep/report work are gone).
+    assert cycles({a: set(b) for a, b in stages.items()}) == []
 
 
 def test_every_stage_subpackage_says_what_enters_and_leaves() -> None:

@@ -12,8 +12,8 @@ from evokernel.config.loading import load_config
 from evokernel.conformance import InstantEvaluator, InstantMutator, QuietReporter
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ExportError
-from evokernel.export.seeds import ALIAS, apply_seed_kernels, match_seed_files
 from evokernel.run.runner import run_experiment
+from evokernel.run.seed_kernels import ALIAS, apply_seed_kernels, match_seed_files
 from evokernel.tasks import load_tasks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

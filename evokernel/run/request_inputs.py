@@ -1,0 +1,66 @@
+"""What a proposal's ``MutationRequest`` is built from: its parents, the sources it must not
+repeat, the evaluated history before its generation, and its randomness.
+
+Reproducibility: a proposal's randomness (``MutationRequest.rng_seed``) and the duplicate check
+depend on what the proposal *is* (task, island, generation, branch, operator, parents' sources,
+idea) and on earlier generations, never on the order work was recorded or finished in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from evokernel.db import SolutionLibrary
+from evokernel.run.state import TaskProgress
+from evokernel.types import Proposal, Scored
+
+
+def proposal_rng_seed(run_seed: int, proposal: Proposal, parents: tuple[Scored, ...]) -> int:
+    """Per-proposal randomness keyed by what the proposal is -- parents by their source, since
+    row ids depend on the order tasks and proposals were recorded -- never by when."""
+    p = proposal
+    parent_hashes = ",".join(sc.candidate.source_hash for sc in parents)
+    parts = (
+        run_seed,
+        p.task,
+        p.island,
+        p.generation,
+        p.branch,
+        p.operator,
+        parent_hashes,
+        p.idea,
+    )
+    key = "|".join(map(str, parts))
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def avoided_sources(progress: TaskProgress, proposal: Proposal) -> frozenset[str]:
+    """Sources a proposal must not repeat: every earlier generation's, and those of its own
+    generation recorded before it. Synchronous mutators (tune) run in recording order, so
+    for them this set does not depend on timing; an LLM sibling still in flight is missed."""
+    gen, seq = proposal.generation, proposal.seq if proposal.seq is not None else -1
+    cache = progress.avoid_cache
+    if cache is None or cache[0] != gen:
+        cache = (gen, frozenset(h for h, (g, _s) in progress.hashes.items() if g < gen))
+        progress.avoid_cache = cache
+    same = [h for h, s in progress.by_generation.get(gen, {}).items() if s < seq]
+    return cache[1] | frozenset(same) if same else cache[1]
+
+
+def earlier_generations(
+    library: SolutionLibrary, run_id: str, progress: TaskProgress, proposal: Proposal
+) -> tuple[Scored, ...]:
+    """Evaluated candidates of generations before the proposal's (complete once a generational
+    strategy plans the next one, so this does not depend on timing); one read per generation."""
+    gen = proposal.generation
+    if progress.history_cache is None or progress.history_cache[0] != gen:
+        found = library.candidates(run_id, progress.task.name, before=gen)
+        progress.history_cache = (gen, tuple(sc for sc in found if sc.evaluation is not None))
+    return progress.history_cache[1]
+
+
+def parent_candidates(
+    library: SolutionLibrary, progress: TaskProgress, proposal: Proposal
+) -> tuple[Scored, ...]:
+    cache = progress.evaluated_cache
+    return tuple(cache[pid] if pid in cache else library.get_candidate(pid) for pid in proposal.parents)
