@@ -84,7 +84,10 @@ def serve(sock: socket.socket) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     children: set[int] = set()
-    sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    try:
+        sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the actor went away while we imported (a run that stopped at once): nothing to serve
     try:
         while True:
             ready, _, _ = select.select([sock.fileno(), wake_read], [], [])
