@@ -23,6 +23,7 @@ import pytest
 
 from evokernel.evaluation.scratch import LOCK_NAME, ScratchDir, sweep_stale
 from tests.support.leaks import describe, processes_using, scratch_left, wait_for_no_processes
+from tests.support.library_rows import count, polled_count
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -49,16 +50,6 @@ def _run(config: Path, tmp: Path, log: Path, *extra: str) -> subprocess.Popen[by
         env=env,
         start_new_session=True,
     )
-
-
-def _count(db: Path, sql: str) -> int:
-    if not db.exists():
-        return 0
-    with sqlite3.connect(db, timeout=5) as conn:
-        tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
-        if "evaluations" not in tables:  # the driver has not created the schema yet
-            return 0
-        return int(conn.execute(sql).fetchone()[0])
 
 
 def test_a_scratch_dir_goes_on_close_and_a_dead_owners_dir_goes_at_the_next_start(tmp_path: Path) -> None:
@@ -113,7 +104,7 @@ def test_a_finished_run_and_a_killed_run_leave_no_directory_and_no_process(
     # 1. Killed mid-run: the driver gets SIGKILL once the first evaluation is recorded.
     driver = _run(config, private_tmp, log)
     deadline = time.monotonic() + 240
-    while _count(db, "select count(*) from evaluations") < 1:
+    while polled_count(db, "select count(*) from evaluations") < 1:
         assert driver.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
         time.sleep(0.2)
@@ -131,4 +122,4 @@ def test_a_finished_run_and_a_killed_run_leave_no_directory_and_no_process(
     left = wait_for_no_processes(private_tmp, timeout_s=240.0)
     assert not left, "left running:\n" + describe(left)
     assert scratch_left(private_tmp) == []
-    assert _count(db, "select count(*) from evaluations") == 4
+    assert count(db, "select count(*) from evaluations") == 4

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -15,44 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.library_rows import count, polled_count
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUDGET = 7
 
 pytestmark = pytest.mark.slow
-
-
-def _count(db: Path, sql: str) -> int:
-    """The number ``sql`` counts in the library; a missing file, table or column fails the test."""
-    assert db.is_file(), f"no library at {db}"
-    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
-        return int(conn.execute(sql).fetchone()[0])
-
-
-def _schema_complete(db: Path) -> bool:
-    """Whether a starting run has migrated its library to the shipped head revision (alembic on
-    SQLite commits each migration alone, so tables appear before later columns do)."""
-    from alembic.script import ScriptDirectory
-    from sqlalchemy import create_engine, inspect, text
-
-    from evokernel.db.connection import alembic_config
-
-    if not db.is_file():
-        return False
-    url = f"sqlite:///{db}"
-    engine = create_engine(url)
-    try:
-        if not inspect(engine).has_table("alembic_version"):
-            return False
-        with engine.connect() as conn:
-            current = conn.execute(text("select version_num from alembic_version")).scalar()
-    finally:
-        engine.dispose()
-    return current == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
-
-
-def _polled_count(db: Path, sql: str) -> int:
-    """:func:`_count` while a run starts: 0 until its library's schema is complete, then strict."""
-    return _count(db, sql) if _schema_complete(db) else 0
 
 
 def _evokernel(*args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -76,9 +43,9 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
     deadline = time.monotonic() + 240
     # Kill once the seed is evaluated and the first generation's work is in flight.
     while (
-        _polled_count(db, "select count(*) from evaluations") < 2
-        or _polled_count(db, "select count(*) from candidates where status = 'pending'")
-        + _polled_count(db, "select count(*) from proposals where state = 'open'")
+        polled_count(db, "select count(*) from evaluations") < 2
+        or polled_count(db, "select count(*) from candidates where status = 'pending'")
+        + polled_count(db, "select count(*) from proposals where state = 'open'")
         < 1
     ):
         assert driver.poll() is None, log.read_text()
@@ -86,7 +53,7 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
         time.sleep(0.2)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    evaluated_at_kill = _count(db, "select count(*) from evaluations")
+    evaluated_at_kill = count(db, "select count(*) from evaluations")
     assert evaluated_at_kill < BUDGET
     with sqlite3.connect(db) as conn:
         (run_id,) = conn.execute("select id from runs").fetchone()
@@ -98,16 +65,16 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
         os.killpg(driver.pid, signal.SIGKILL) if _group_alive(driver.pid) else None
 
     assert f"resuming run {run_id}" in log.read_text()
-    assert _count(db, "select count(*) from runs") == 1
-    assert _count(db, "select count(*) from candidates") == BUDGET
-    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
-    assert _count(db, "select count(*) from evaluations") == BUDGET  # one evaluation per candidate
-    assert _count(db, "select count(distinct candidate_id) from evaluations") == BUDGET
-    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
-    assert _count(db, "select count(*) from proposals where state = 'done'") == BUDGET
-    assert _count(db, "select count(distinct source_hash) from candidates") == BUDGET
-    assert _count(db, "select count(*) from runs where status = 'finished'") == 1
-    assert _count(db, "select count(*) from run_events where kind = 'resumed'") == 1
+    assert count(db, "select count(*) from runs") == 1
+    assert count(db, "select count(*) from candidates") == BUDGET
+    assert count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert count(db, "select count(*) from evaluations") == BUDGET  # one evaluation per candidate
+    assert count(db, "select count(distinct candidate_id) from evaluations") == BUDGET
+    assert count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert count(db, "select count(*) from proposals where state = 'done'") == BUDGET
+    assert count(db, "select count(distinct source_hash) from candidates") == BUDGET
+    assert count(db, "select count(*) from runs where status = 'finished'") == 1
+    assert count(db, "select count(*) from run_events where kind = 'resumed'") == 1
 
 
 def _group_alive(pgid: int) -> bool:
@@ -162,7 +129,7 @@ def _driver(db: Path, spec: dict, *resume: str) -> subprocess.Popen[bytes]:
 
 def _wait_for(db: Path, evaluations: int, driver: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
-    while _polled_count(db, "select count(*) from evaluations") < evaluations:
+    while polled_count(db, "select count(*) from evaluations") < evaluations:
         assert driver.poll() is None, (driver.stdout.read() if driver.stdout else b"").decode()
         assert time.monotonic() < deadline, "the driver made no progress"
         time.sleep(0.02)
@@ -188,12 +155,12 @@ def _check_complete(db: Path, spec: dict) -> list:
     from evokernel.db import SolutionLibrary
 
     budget = spec["budget"]["evaluations"] * spec["tasks"]
-    assert _count(db, "select count(*) from runs") == 1
-    assert _count(db, "select count(*) from runs where status = 'finished'") == 1
-    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
-    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
-    assert _count(db, "select count(*) from candidates") == budget
-    assert _count(db, "select count(*) from evaluations") == budget  # none evaluated twice
+    assert count(db, "select count(*) from runs") == 1
+    assert count(db, "select count(*) from runs where status = 'finished'") == 1
+    assert count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert count(db, "select count(*) from candidates") == budget
+    assert count(db, "select count(*) from evaluations") == budget  # none evaluated twice
     with sqlite3.connect(db) as conn:
         (run_id,) = conn.execute("select id from runs").fetchone()
     return library_fingerprint(SolutionLibrary(db), run_id)
@@ -209,13 +176,13 @@ def test_sigkill_at_several_points_then_resume_equals_an_uninterrupted_run(tmp_p
         _wait_for(db, kill_at, driver)
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
-        assert _count(db, "select count(*) from runs where status = 'finished'") == 0
+        assert count(db, "select count(*) from runs where status = 'finished'") == 0
         with sqlite3.connect(db) as conn:
             (run_id,) = conn.execute("select id from runs").fetchone()
         driver = _driver(db, spec, "--resume", run_id)
     assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()
     assert _check_complete(db, spec) == _uninterrupted(tmp_path, spec)
-    assert _count(db, "select count(*) from run_events where kind = 'resumed'") == 3
+    assert count(db, "select count(*) from run_events where kind = 'resumed'") == 3
 
 
 def test_sigint_finishes_in_flight_work_and_a_second_stops_at_once(tmp_path: Path) -> None:
@@ -225,27 +192,27 @@ def test_sigint_finishes_in_flight_work_and_a_second_stops_at_once(tmp_path: Pat
     _wait_for(db, 3, driver)
     os.kill(driver.pid, signal.SIGINT)  # once: finish what is in flight, start nothing new
     assert driver.wait(timeout=30) == 130
-    assert _count(db, "select count(*) from runs where status = 'interrupted'") == 1
-    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
-    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
-    assert _count(db, "select count(*) from evaluations") < spec["budget"]["evaluations"] * spec["tasks"]
+    assert count(db, "select count(*) from runs where status = 'interrupted'") == 1
+    assert count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert count(db, "select count(*) from evaluations") < spec["budget"]["evaluations"] * spec["tasks"]
     with sqlite3.connect(db) as conn:
         (run_id,) = conn.execute("select id from runs").fetchone()
 
     driver = _driver(db, {**spec, "eval_delay_s": 2.0}, "--resume", run_id)
-    _wait_for(db, _count(db, "select count(*) from evaluations") + 1, driver)
+    _wait_for(db, count(db, "select count(*) from evaluations") + 1, driver)
     time.sleep(0.3)  # evaluations of 0-4 s are in flight now
     os.kill(driver.pid, signal.SIGINT)
     time.sleep(0.1)
     os.kill(driver.pid, signal.SIGINT)  # twice: stop at once, abandoning work in flight
     assert driver.wait(timeout=30) == 130
     # Had it finished the work in flight, as after one SIGINT, nothing would be left open.
-    abandoned = _count(db, "select count(*) from proposals where state = 'open'") + _count(
+    abandoned = count(db, "select count(*) from proposals where state = 'open'") + count(
         db, "select count(*) from candidates where status = 'pending'"
     )
     assert abandoned > 0
-    assert _count(db, "select count(*) from run_events where kind = 'sigint'") == 3
-    assert _count(db, "select count(*) from run_events where message = 'stopping at once'") == 1
+    assert count(db, "select count(*) from run_events where kind = 'sigint'") == 3
+    assert count(db, "select count(*) from run_events where message = 'stopping at once'") == 1
 
     driver = _driver(db, spec, "--resume", run_id)  # re-runs what was abandoned, counts nothing twice
     assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()

@@ -20,6 +20,7 @@ from evokernel.conformance import InstantEvaluator, QuietReporter
 from evokernel.db import SolutionLibrary
 from evokernel.sweep.runner import run_sweep
 from tests.report.browser import check_in_browser, chromium_path
+from tests.support.library_rows import count, polled_count
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUDGET = 6
@@ -71,16 +72,6 @@ def test_cells_share_one_pool_with_their_own_budgets(
     assert "strategy.name=random seed=1 budget.evaluations=5" in out
 
 
-def _count(db: Path, sql: str) -> int:
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            return int(conn.execute(sql).fetchone()[0])
-    except sqlite3.OperationalError:  # tables not created yet
-        return 0
-
-
 def _sweep(cwd: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "evokernel", "sweep", *args],
@@ -99,7 +90,7 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_exactly(tmp_path: Pat
     line = ["exp/exp.yaml", "tasks=[tasks/axpy.py]", "strategy.name=pike_b,greedy", "seed=0,1"]
     driver = _sweep(tmp_path, *line, log=log)
     deadline = time.monotonic() + 240
-    while _count(db, "select count(*) from evaluations") < 8:
+    while polled_count(db, "select count(*) from evaluations") < 8:
         assert driver.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "sweep made no progress: " + log.read_text()
         time.sleep(0.2)
@@ -108,15 +99,13 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_exactly(tmp_path: Pat
     with contextlib.suppress(ProcessLookupError):
         os.killpg(driver.pid, signal.SIGKILL)  # Ray's workers of the killed driver
     at_kill = {
-        run: _count(db, f"select count(*) from candidates where run_id = '{run}' and status != 'pending'")
+        run: count(db, f"select count(*) from candidates where run_id = '{run}' and status != 'pending'")
         for run in _runs(db)
     }
     assert len(at_kill) == 4 and sum(at_kill.values()) < 4 * BUDGET
     assert all(n >= 1 for n in at_kill.values()), at_kill  # the cells ran concurrently
     finished_at_kill = {
-        r
-        for r in at_kill
-        if _count(db, f"select count(*) from runs where id = '{r}' and status = 'finished'")
+        r for r in at_kill if count(db, f"select count(*) from runs where id = '{r}' and status = 'finished'")
     }
     with sqlite3.connect(db) as conn:
         (sweep_id,) = {row[0] for row in conn.execute("select json_extract(config, '$.sweep.id') from runs")}
@@ -131,15 +120,14 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_exactly(tmp_path: Pat
     assert f"resuming sweep {sweep_id}: 4 cell(s)" in text
     for run in _runs(db):
         where = f"from candidates where run_id = '{run}'"
-        assert _count(db, f"select count(*) {where}") == BUDGET
-        assert _count(db, f"select count(*) {where} and status = 'pending'") == 0
+        assert count(db, f"select count(*) {where}") == BUDGET
+        assert count(db, f"select count(*) {where} and status = 'pending'") == 0
         assert (
-            _count(db, f"select count(*) from evaluations where candidate_id in (select id {where})")
-            == BUDGET
+            count(db, f"select count(*) from evaluations where candidate_id in (select id {where})") == BUDGET
         )
-        assert _count(db, f"select count(*) from proposals where run_id = '{run}' and state = 'open'") == 0
-        assert _count(db, f"select count(*) from runs where id = '{run}' and status = 'finished'") == 1
-        resumes = _count(db, f"select count(*) from run_events where run_id = '{run}' and kind = 'resumed'")
+        assert count(db, f"select count(*) from proposals where run_id = '{run}' and state = 'open'") == 0
+        assert count(db, f"select count(*) from runs where id = '{run}' and status = 'finished'") == 1
+        resumes = count(db, f"select count(*) from run_events where run_id = '{run}' and kind = 'resumed'")
         assert resumes == (0 if run in finished_at_kill else 1)
 
     # The report of that sweep, from the library alone, in a real browser.
@@ -164,16 +152,16 @@ def test_sigint_stops_every_cell_cleanly_and_resume_finishes_them(tmp_path: Path
     driver = [sys.executable, "-m", "tests.sweep.sweep_driver", str(db)]
     first = subprocess.Popen(driver, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
-    while _count(db, "select count(*) from evaluations") < 4:
+    while polled_count(db, "select count(*) from evaluations") < 4:
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()  # type: ignore[union-attr]
         time.sleep(0.05)
     os.kill(first.pid, signal.SIGINT)  # once: every cell finishes what it has in flight
     out, _ = first.communicate(timeout=120)
     assert first.returncode == 130, out
-    assert _count(db, "select count(*) from runs where status = 'interrupted'") == 4
-    assert _count(db, "select count(*) from candidates where status = 'pending'") == 0
-    assert _count(db, "select count(*) from proposals where state = 'open'") == 0
-    assert _count(db, "select count(*) from evaluations") < 4 * BUDGET
+    assert count(db, "select count(*) from runs where status = 'interrupted'") == 4
+    assert count(db, "select count(*) from candidates where status = 'pending'") == 0
+    assert count(db, "select count(*) from proposals where state = 'open'") == 0
+    assert count(db, "select count(*) from evaluations") < 4 * BUDGET
     with sqlite3.connect(db) as conn:
         (sweep_id,) = {row[0] for row in conn.execute("select json_extract(config, '$.sweep.id') from runs")}
 
@@ -181,8 +169,8 @@ def test_sigint_stops_every_cell_cleanly_and_resume_finishes_them(tmp_path: Path
     assert second.returncode == 0, second.stdout + second.stderr
     for run in _runs(db):
         assert (
-            _count(db, f"select count(*) from candidates where run_id = '{run}' and status != 'pending'")
+            count(db, f"select count(*) from candidates where run_id = '{run}' and status != 'pending'")
             == BUDGET
         )
-    assert _count(db, "select count(*) from evaluations") == 4 * BUDGET
-    assert _count(db, "select count(*) from runs where status = 'finished'") == 4
+    assert count(db, "select count(*) from evaluations") == 4 * BUDGET
+    assert count(db, "select count(*) from runs where status = 'finished'") == 4
