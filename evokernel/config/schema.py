@@ -189,6 +189,10 @@ class EvaluationConfig:
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"
+    # After timing, correct candidates (and each task's reference, once) are profiled: none,
+    # timeline (torch.profiler: kernels, launches, host gaps; ~0.1 s a candidate) or counters (also
+    # Nsight Compute per main kernel: seconds a candidate). See evaluation/profiling/.
+    profiling: str = "timeline"
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 

@@ -27,6 +27,7 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
+from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
@@ -58,6 +59,8 @@ class Supervisor:
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
         self.isolation: dict[str, Any] = {}
+        # The task's minimum bytes and FLOPs (profiling/verdict.py), for the speed of light.
+        self.work: dict[str, Any] | None = None
 
     @property
     def deadline(self) -> float:
@@ -116,6 +119,9 @@ class Supervisor:
         self.stages.append(
             {"stage": self.stage, "status": "passed", "reason": reason, "seconds": self._elapsed()}
         )
+
+    def skipped(self, reason: str) -> None:
+        self.stages.append({"stage": self.stage, "status": "skipped", "reason": reason, "seconds": 0.0})
 
     def _elapsed(self) -> float:
         waited = self.gpu.waited_s - self.stage_waited  # recorded as queue time instead
@@ -180,7 +186,9 @@ class Supervisor:
             try:
                 with self.gpu.hold("reference"):
                     reference = build_reference(task, self.device)
-                    make_inputs(task, 0, self.device)
+                    inputs = make_inputs(task, 0, self.device)
+                    if index == 0 and self.device.type == "cuda" and profiling.wanted(self.request):
+                        self.work = profiling.task_work(reference, inputs)
             except Exception as exc:
                 if not unseen:
                     raise
@@ -315,14 +323,17 @@ class Supervisor:
         why = integrity.side_stream_work(new)
         if why:
             raise self.reject("side-stream", why)
-        self.stop_worker()
+        profile = profiling.wanted(self.request)
+        if not profile:  # else the profiling stage profiles the warm worker after the baselines
+            self.stop_worker()
         baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
         self.passed()
+        details = {**self.details(), "outputs_via": self.outputs_via()}
+        if profile:
+            details["profile"] = profiling.profile_candidate(self, self.work, float(new["median_ms"]))
         self.enter("feedback")
         feedback = timing_feedback(
             new, baselines.get("eager"), baselines.get("compile"), worst, self.device.type == "cpu"
         )
         self.passed()
-        return correct_evaluation(
-            new, baselines, worst, feedback, {**self.details(), "outputs_via": self.outputs_via()}
-        )
+        return correct_evaluation(new, baselines, worst, feedback, {**details, "stages": self.stages})
