@@ -42,7 +42,11 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     stages = [(s["stage"], s["status"]) for s in ev.details["stages"]]
     passed = ("static", "build", "correctness", "integrity", "timing")
     # Profiling (on by default: timeline) says why it did nothing on a CPU.
-    assert stages == [*((name, "passed") for name in passed), ("profiling", "skipped"), ("feedback", "passed")]
+    assert stages == [
+        *((name, "passed") for name in passed),
+        ("profiling", "skipped"),
+        ("feedback", "passed"),
+    ]
     assert ev.details["profile"]["status"] == "skipped: no GPU"
     assert ev.details["timing"]["candidate"]["method"] == "perf_counter"
 

@@ -136,14 +136,21 @@ def summarise(
     return out
 
 
+# Seconds :func:`prepare` took in this process (reported with the profile: part of its cost).
+prepared_s: float | None = None
+
+
 def prepare(device: Any) -> None:
     """Load CUPTI and make its buffers now (one empty profile), before the process is confined."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    global prepared_s
+    started = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]):
         torch.ones(1, device=device).add_(1)
         torch.cuda.synchronize(device)
+    prepared_s = round(time.perf_counter() - started, 4)
 
 
 def profile_call(call: Callable[[], Any], device: Any) -> dict[str, Any]:
@@ -171,4 +178,6 @@ def profile_call(call: Callable[[], Any], device: Any) -> dict[str, Any]:
         end = max((a.end_us for a in acts), default=0.0)
     out = summarise(acts, start, end)
     out["seconds"] = round(time.perf_counter() - started, 4)
+    if prepared_s is not None:
+        out["prepare_s"] = prepared_s
     return out

@@ -67,15 +67,19 @@ def speed_of_light(work: dict[str, Any], device_name: str, runtime_ms: float | N
     out: dict[str, Any] = {**work, "bandwidth_gbps": bandwidth, "peak_tflops": peak}
     memory_ms = work["bytes"] / (bandwidth * 1e9) * 1e3 if bandwidth else None
     compute_ms = work["flops"] / (peak * 1e12) * 1e3 if peak and work["flops"] else None
-    out["memory_ms"] = None if memory_ms is None else round(memory_ms, 6)
-    out["compute_ms"] = None if compute_ms is None else round(compute_ms, 6)
+    out["memory_ms"] = None if memory_ms is None else _sig(memory_ms)
+    out["compute_ms"] = None if compute_ms is None else _sig(compute_ms)
     floors = {k: v for k, v in (("memory", memory_ms), ("compute", compute_ms)) if v}
     if not floors:
         return {**out, "min_ms": None, "share": None, "limit": None}
     limit = max(floors, key=lambda k: floors[k])
-    out.update(min_ms=round(floors[limit], 6), limit=limit)
+    out.update(min_ms=_sig(floors[limit]), limit=limit)
     out["share"] = round(floors[limit] / runtime_ms, 4) if runtime_ms and runtime_ms > 0 else None
     return out
+
+
+def _sig(value: float) -> float:
+    return float(f"{value:.6g}")  # floors run from nanoseconds (a tiny task) to seconds
 
 
 def _weighted(rows: list[dict[str, Any]], key: str) -> float | None:
