@@ -196,7 +196,8 @@ def table(corpus: dict[str, Any]) -> str:
     lines = [
         f"correct and profiled: {corpus['correct_profiled']} of {corpus['kernels']} kernels",
         f"timeline seconds per candidate: median {tl['median']}, p90 {tl['p90']}",
-        f"counters seconds per candidate: median {ct['median']}, p90 {ct['p90']} ({corpus['counters_ok']} ok)",
+        f"counters seconds per candidate: median {ct['median']}, p90 {ct['p90']}"
+        f" ({corpus['counters_ok']} ok)",
         f"classified: {corpus['classified_share']} with counters, "
         f"{corpus['classified_share_timeline']} from the timeline alone",
         "| task | best kernel | speedup vs eager | SOL share | limit | bottleneck |",
