@@ -32,10 +32,11 @@ def test_timeline_summary_counts_launches_busy_time_and_host_gaps() -> None:
         DeviceActivity("Memset (Device)", 22.0, 23.0),
     ]
     t = summarise(acts, 0.0, 30.0)
-    assert (t["launches"], t["copies"]) == (3, 1)
+    assert (t["launches"], t["copies"]) == (4, 1)
     assert t["busy_ms"] == pytest.approx(0.014) and t["span_ms"] == pytest.approx(0.018)
     assert t["idle_ms"] == pytest.approx(0.004) and t["lead_ms"] == pytest.approx(0.010)
-    gemm, add = t["kernels"]
+    gemm, add, memset = t["kernels"]
+    assert memset["base"] == "" and memset["launches"] == 1  # GPU work, but nothing ncu profiles
     assert (
         gemm["base"] == "Kernel2"
         and gemm["launches"] == 1
@@ -132,6 +133,12 @@ def timeline(busy_ms: float, idle_ms: float, launches: int, lead_ms: float = 0.0
 
 def test_verdicts_with_their_numbers() -> None:
     launchy = classify(timeline(0.3, 0.9, 400), None, None)
+    assert classify(timeline(0.3, 0.0, 400), None, None, runtime_ms=1.2)["class"] == "latency-bound"
+    # A profiler slows the host before the first launch, not the call that was timed.
+    assert (
+        classify(timeline(1.0, 0.0, 1, lead_ms=2.5), None, {"memory_ms": 0.9}, runtime_ms=1.02)["class"]
+        == "memory-bound"
+    )
     assert launchy["class"] == "latency-bound" and "400 launches" in launchy["why"]
     assert classify(timeline(0.005, 0.0, 1), None, None)["class"] == "latency-bound"  # 5 µs of GPU work
     memory = [{"ms": 1.0, "dram_pct": 88.0, "sm_pct": 30.0, "occupancy_pct": 70.0}]

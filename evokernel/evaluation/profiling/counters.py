@@ -68,7 +68,8 @@ def ncu_version(ncu: str) -> str | None:
 
 def selected(timeline: dict[str, Any]) -> list[dict[str, Any]]:
     """The timeline's kernels that take at least :data:`MIN_SHARE` of the call's GPU time."""
-    return [k for k in timeline.get("kernels") or [] if float(k.get("share") or 0.0) >= MIN_SHARE]
+    kernels = timeline.get("kernels") or []
+    return [k for k in kernels if k.get("base") and float(k.get("share") or 0.0) >= MIN_SHARE]
 
 
 def command(ncu: str, log: Path, kernels: list[dict[str, Any]], target: list[str]) -> list[str]:

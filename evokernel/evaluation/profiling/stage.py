@@ -64,7 +64,11 @@ def finish(
     """The profile record: SOL from the task's work and the timed runtime, then the verdict."""
     sol = speed_of_light(work, device_name, runtime_ms) if work else None
     rows = (counters or {}).get("kernels") or None
-    verdict = classify(timeline, rows, sol) if timeline is not None else {"class": "unknown", "why": status}
+    verdict = (
+        classify(timeline, rows, sol, runtime_ms)
+        if timeline is not None
+        else {"class": "unknown", "why": status}
+    )
     return {
         "level": level,
         "status": status,

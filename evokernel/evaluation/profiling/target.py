@@ -49,7 +49,7 @@ def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.devi
 def main(argv: list[str]) -> int:
     request_path, mode = Path(argv[1]), argv[2]
     request = json.loads(request_path.read_text())
-    workdir = request_path.parent
+    workdir = Path(request["workdir"])  # the request itself lies where the candidate cannot write
     device = torch.device("cuda")
     guards.die_with_parent()
     torch.empty(1, device=device)  # the context, and Nsight Compute's hold on it, before confinement

@@ -91,9 +91,8 @@ def summarise(
 ) -> dict[str, Any]:
     """The timeline of one call from its GPU activities and the host range of the call."""
     acts = sorted(activities, key=lambda a: a.start_us)
-    kernels = [a for a in acts if a.kind == "kernel"]
     out: dict[str, Any] = {
-        "launches": len(kernels),
+        "launches": len(acts),  # kernels, memcpys and memsets: what the call put on the GPU
         "copies": sum(a.kind != "kernel" for a in acts),
         "host_ms": round(max(host_end_us - host_start_us, 0.0) / 1000, 6),
     }
@@ -102,13 +101,13 @@ def summarise(
     span_us = acts[-1].end_us - acts[0].start_us
     busy_us = _union_us([(a.start_us, a.end_us) for a in acts])
     by_name: dict[str, list[float]] = {}
-    for a in kernels:
+    for a in acts:
         by_name.setdefault(a.name, []).append(a.end_us - a.start_us)
     ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
     listed = [
         {
             "name": short_name(name),
-            "base": base_name(name),
+            "base": base_name(name) if DeviceActivity(name, 0, 0).kind == "kernel" else "",
             "launches": len(times),
             "ms": round(sum(times) / 1000, 6),
             "share": round(sum(times) / busy_us, 4) if busy_us > 0 else 0.0,
@@ -169,7 +168,10 @@ def profile_call(call: Callable[[], Any], device: Any) -> dict[str, Any]:
     acts = [
         DeviceActivity(e.name, float(e.time_range.start), float(e.time_range.end))
         for e in prof.events()
+        # The call's range shows on the GPU's track too, as a user annotation: no GPU work.
         if e.device_type == DeviceType.CUDA
+        and e.name != CALL_RANGE
+        and not getattr(e, "is_user_annotation", False)
     ]
     if host:
         start, end = float(host[0].time_range.start), float(host[0].time_range.end)

@@ -10,9 +10,9 @@ Peaks come from :mod:`evokernel.pool.hardware` (datasheet figures: a sustained c
 
 **Bottleneck.** In this order, each with the numbers that decided it:
 
-1. ``latency-bound`` (latency/launch-bound): the GPU sat idle for at least half of the call
-   (host gaps between launches, host work before the first one), or all of its GPU work took
-   under 20 µs, where a launch's ~3-5 µs of latency is most of it;
+1. ``latency-bound`` (latency/launch-bound): the GPU sat idle for at least half of the call's
+   timed runtime (host gaps between launches, host work before the first one), or all of its GPU
+   work took under 20 µs, where a launch's ~3-5 µs of latency is most of it;
 2. with Nsight Compute counters for the kernels that take >= 5 % of the call, weighted by their
    time: ``memory-bound`` / ``compute-bound`` when DRAM / SM throughput reaches 60 % of peak
    (the line Nsight Compute's own speed-of-light rule draws) and is the higher one;
@@ -93,14 +93,22 @@ def _weighted(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 def classify(
-    timeline: dict[str, Any] | None, counters: list[dict[str, Any]] | None, sol: dict[str, Any] | None
+    timeline: dict[str, Any] | None,
+    counters: list[dict[str, Any]] | None,
+    sol: dict[str, Any] | None,
+    runtime_ms: float | None = None,
 ) -> dict[str, Any]:
-    """``{"class": one of CLASSES, "why": the numbers that decided it}``."""
+    """``{"class": one of CLASSES, "why": the numbers that decided it}``. ``runtime_ms``: the
+    call's timed runtime (events around the call, no profiler): the GPU's idle share is measured
+    against it, since a profiler lengthens the host's side of the profiled call (2.6 ms before the
+    first launch of an H200 copy that takes 0.25 ms), not the kernels."""
     if not timeline or not timeline.get("launches"):
         return {"class": "unknown", "why": "no kernel recorded in the profiled call"}
-    busy, idle, lead = (float(timeline.get(k) or 0.0) for k in ("busy_ms", "idle_ms", "lead_ms"))
-    call = busy + idle + lead
-    idle_share = (idle + lead) / call if call > 0 else 0.0
+    busy, idle = float(timeline.get("busy_ms") or 0.0), float(timeline.get("idle_ms") or 0.0)
+    if runtime_ms and runtime_ms > 0:
+        idle_share = max(0.0, 1.0 - busy / runtime_ms)
+    else:
+        idle_share = idle / (busy + idle) if busy + idle > 0 else 0.0
     launches = int(timeline["launches"])
     mean_us = 1000 * busy / launches
     if idle_share >= IDLE_SHARE_LAUNCH_BOUND:
