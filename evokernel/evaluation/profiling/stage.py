@@ -116,6 +116,9 @@ def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: 
     timeline: dict[str, Any] | None = None
     status = "ok"
     try:
+        # CUPTI's first start in a process takes 4-6 s (H200, torch 2.11): outside any GPU lock,
+        # so timings of other candidates go on meanwhile; the profiled call then holds the shared one.
+        sup.ask({"op": "profile_prepare"})
         header, _ = sup.ask({"op": "profile"})
         timeline = header.get("timeline")
         if not isinstance(timeline, dict) or "error" in timeline:

@@ -3,8 +3,9 @@
 One call, after timing, in the process that ran it (the worker for a candidate, the supervisor for
 the reference): which kernels ran (name, launches, device time, share of the GPU's busy time), how
 long the GPU sat idle between them (host gaps: launch overhead, host work, syncs) and the launch
-count. CUPTI's first use in a process costs ~0.1-0.3 s (library load, buffers), so the worker
-starts it before it is confined (:func:`prepare`) and profiles a single call.
+count. CUPTI's first use in a process costs 4-6 s on an H200 (torch 2.11, CUDA 13; whatever
+the module loading mode: experiments/bench/cupti_start.py), the next ones ~4 ms, so the worker
+starts it as a step of its own that holds no GPU lock (:func:`prepare`), then profiles a single call.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ prepared_s: float | None = None
 
 
 def prepare(device: Any) -> None:
-    """Load CUPTI and make its buffers now (one empty profile), before the process is confined."""
+    """Start CUPTI now (one tiny profile): the 4-6 s first start, apart from the profiled call."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
