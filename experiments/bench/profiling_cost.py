@@ -180,14 +180,23 @@ async def run_throughput(args: argparse.Namespace, library: Any) -> dict[str, An
     sets = []
     for level in ("none", "timeline", "none", "timeline"):
         sets.append(await one_set(level, items, library, args.timeout))
-        print(json.dumps(sets[-1]), flush=True)
+        print(json.dumps({k: v for k, v in sets[-1].items() if k != "runtimes"}), flush=True)
     off = statistics.fmean(s["per_min"] for s in sets if s["level"] == "none")
     on = statistics.fmean(s["per_min"] for s in sets if s["level"] == "timeline")
+    # Per candidate, its runtime in a profiled set over the same in the unprofiled set before it,
+    # beside the same ratio between the two unprofiled sets (the noise floor).
+    drift = []
+    for a, b in ((sets[0], sets[1]), (sets[2], sets[3]), (sets[0], sets[2])):
+        ratios = [y / x for x, y in zip(a["runtimes"], b["runtimes"], strict=True) if x and y]
+        drift.append(round(statistics.median(abs(r - 1) for r in ratios), 4) if ratios else None)
+    for one in sets:
+        one.pop("runtimes")
     return {
         "sets": sets,
         "off_per_min": round(off, 2),
         "timeline_per_min": round(on, 2),
         "ratio": round(on / off, 3),
+        "runtime_drift_median": {"none_to_timeline": drift[:2], "none_to_none": drift[2]},
     }
 
 
