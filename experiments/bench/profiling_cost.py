@@ -10,8 +10,9 @@ Two parts, each optional, the JSON line last:
   alone, reclassified from the same profile); and per task the best kernel's speed-of-light share
   and bottleneck.
 * ``--throughput``: the 35 Triton candidates of eval_throughput.py (27 correct) through a fresh
-  pool per set, in the order none, timeline, none, timeline (so drift over time hits both): the
-  pool's candidates per minute with profiling off and at ``timeline``, and their ratio.
+  pool per set, by default in the order none, timeline, none, timeline (so drift over time hits
+  both; ``--sets``): the pool's candidates per minute with profiling off and at ``timeline``, their
+  ratio, and the median change of a candidate's timed runtime between sets.
 
 Usage (GPU machine)::
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+DEVICE = "auto"  # cuda on the GPU machine; a CPU smoke run (--limit) uses Triton's interpreter
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -149,7 +151,7 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
     from evokernel.pool import EvaluatorPool
 
     pool = EvaluatorPool(
-        EvaluationConfig(device="cuda", timeout_s=timeout, profiling=level), RayConfig(), baselines=library
+        EvaluationConfig(device=DEVICE, timeout_s=timeout, profiling=level), RayConfig(), baselines=library
     )
     await pool.prepare(sorted({id(t): t for t, _ in items}.values(), key=lambda t: t.name))
     start = time.monotonic()
@@ -164,6 +166,14 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
         "per_min": round(60 * len(items) / wall, 2),
         "correct": len(correct),
         "profiled": len(profiled),
+        "prepare_s": spread(
+            [float((ev.details["profile"].get("timeline") or {}).get("prepare_s") or 0.0) for ev in profiled]
+        ),
+        "profiling_stage_s": spread(
+            [s["seconds"] for ev in profiled for s in ev.details["stages"] if s["stage"] == "profiling"]
+        ),
+        # Candidate -> timed runtime: do other candidates' profiles move a candidate's timing?
+        "runtimes": [ev.runtime_ms if ev.ok else None for ev in evaluations],
     }
 
 
@@ -177,18 +187,22 @@ async def run_throughput(args: argparse.Namespace, library: Any) -> dict[str, An
     for _kind, task, source in triton_candidates():
         loaded.setdefault(task, load_task(TASKS / f"{task}.py"))
         items.append((loaded[task], source))
+    if args.limit:
+        items = items[: args.limit]
     sets = []
-    for level in ("none", "timeline", "none", "timeline"):
+    for level in args.sets.split(","):
         sets.append(await one_set(level, items, library, args.timeout))
         print(json.dumps({k: v for k, v in sets[-1].items() if k != "runtimes"}), flush=True)
     off = statistics.fmean(s["per_min"] for s in sets if s["level"] == "none")
     on = statistics.fmean(s["per_min"] for s in sets if s["level"] == "timeline")
     # Per candidate, its runtime in a profiled set over the same in the unprofiled set before it,
     # beside the same ratio between the two unprofiled sets (the noise floor).
-    drift = []
-    for a, b in ((sets[0], sets[1]), (sets[2], sets[3]), (sets[0], sets[2])):
-        ratios = [y / x for x, y in zip(a["runtimes"], b["runtimes"], strict=True) if x and y]
-        drift.append(round(statistics.median(abs(r - 1) for r in ratios), 4) if ratios else None)
+    drift: dict[str, float | None] = {}
+    for i, a in enumerate(sets):
+        for b in sets[i + 1 :]:
+            ratios = [y / x for x, y in zip(a["runtimes"], b["runtimes"], strict=True) if x and y]
+            key = f"{a['level']}_to_{b['level']}"
+            drift.setdefault(key, round(statistics.median(abs(r - 1) for r in ratios), 4) if ratios else None)
     for one in sets:
         one.pop("runtimes")
     return {
@@ -196,7 +210,7 @@ async def run_throughput(args: argparse.Namespace, library: Any) -> dict[str, An
         "off_per_min": round(off, 2),
         "timeline_per_min": round(on, 2),
         "ratio": round(on / off, 3),
-        "runtime_drift_median": {"none_to_timeline": drift[:2], "none_to_none": drift[2]},
+        "runtime_drift_median": drift,
     }
 
 
@@ -227,8 +241,11 @@ def main() -> None:
     )
     parser.add_argument("--corpus", type=Path, help="the pike-level3 folder (tasks/, solutions/)")
     parser.add_argument("--folders", default="orig", help="solution folders, comma-separated")
-    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument(
+        "--limit", type=int, default=0, help="first N kernels (a smoke run; also --throughput)"
+    )
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--sets", default="none,timeline,none,timeline", help="--throughput's sets, in order")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--details", type=Path, help="write every row here (JSON)")
     args = parser.parse_args()
