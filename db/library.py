@@ -44,7 +44,12 @@ _PROPOSAL_DONE = update(ProposalRow).where(ProposalRow.id == bindparam("proposal
 _CANDIDATE_STATUS = (
     update(CandidateRow)
     .where(CandidateRow.id == bindparam("candidate_id"))
-    .values(status=bindparam("new_status"), reason=bindparam("new_reason"), speedup=bindparam("new_speedup"))
+    .values(
+        status=bindparam("new_status"),
+        reason=bindparam("new_reason"),
+        speedup=bindparam("new_speedup"),
+        bottleneck=bindparam("new_bottleneck"),
+    )
 )
 
 
@@ -133,6 +138,7 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
             "new_status": evaluation.status.value,
             "new_reason": evaluation.reason,
             "new_speedup": evaluation.speedup_eager if evaluation.ok else None,
+            "new_bottleneck": row["bottleneck"],
         }
 
         def fn(conn: Connection) -> None:
