@@ -28,7 +28,8 @@ def sol_line(sol: dict[str, Any] | None) -> str:
     if sol.get("limit") == "compute":
         work = f"{sol['flops'] / 1e9:.3g} GFLOP at {sol['peak_tflops']:g} TFLOP/s {sol['dtype']}"
     else:
-        work = f"{sol['bytes'] / 1e6:.3g} MB at {sol['bandwidth_gbps']:g} GB/s"
+        size = f"{sol['bytes'] / 1e9:.3g} GB" if sol["bytes"] >= 1e9 else f"{sol['bytes'] / 1e6:.3g} MB"
+        work = f"{size} at {sol['bandwidth_gbps']:g} GB/s"
     floor = f"{sol['limit']} floor {sol['min_ms']:.3g} ms: {work}"
     return f"Speed of light: {sol['share']:.0%} of the device's limit for this task ({floor})"
 
