@@ -108,6 +108,10 @@ async def run_corpus(args: argparse.Namespace, library: Any) -> dict[str, Any]:
         ev = await pool.evaluate(tasks[task], sol.read_text())
         found = (ev.details.get("profile") or {}).get("bottleneck")
         print(f"{sol.parent.name}/{sol.name}: {ev.status.value} {found}", flush=True)
+        if args.details:  # each row as it comes, so a run cut short keeps what it measured
+            row = corpus_rows([(task.stem, f"{sol.parent.name}/{sol.name}", ev)])[0]
+            with args.details.with_suffix(".jsonl").open("a") as stream:
+                stream.write(json.dumps(row) + "\n")
         return task.stem, f"{sol.parent.name}/{sol.name}", ev
 
     evaluations = await asyncio.gather(*(one(t, s) for t, s in pairs))
