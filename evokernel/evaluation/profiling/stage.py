@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evokernel.evaluation.profiling import counters as ncu
 from evokernel.evaluation.profiling.timeline import profile_call
@@ -30,7 +30,28 @@ if TYPE_CHECKING:
     import torch
 
     from evokernel.evaluation.gpulock import GpuLock
-    from evokernel.evaluation.supervisor import Supervisor
+
+
+class Supervisor(Protocol):
+    """What the stage uses of :class:`evokernel.evaluation.supervisor.Supervisor`."""
+
+    request: dict[str, Any]
+    device: torch.device
+    gpu: GpuLock
+
+    @property
+    def deadline(self) -> float: ...
+
+    def enter(self, stage: str) -> None: ...
+
+    def passed(self, reason: str = "") -> None: ...
+
+    def skipped(self, reason: str) -> None: ...
+
+    def stop_worker(self) -> None: ...
+
+    def ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]: ...
+
 
 __all__ = ["LEVELS", "level_of", "profile_candidate", "profile_reference", "task_work", "wanted"]
 

@@ -5,7 +5,7 @@ input, parameter, buffer and output read or written once) at the device's nomina
 its FLOPs (``torch.utils.flop_counter`` over the reference: matmuls and convolutions, the work
 that can be compute-bound) at the dense peak for its dtype, whichever is longer. The share is that
 time over the call's timed runtime: 0.71 reads "at 71 % of the device's limit for this task".
-Peaks come from :mod:`evokernel.pool.hardware` (datasheet figures: a sustained copy reaches
+Peaks come from :mod:`evokernel.evaluation.device_peaks` (datasheet figures: a sustained copy reaches
 ~85-90 % of nominal bandwidth, so a share near 0.9 is at the limit).
 
 **Bottleneck.** In this order, each with the numbers that decided it:
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evokernel.pool.hardware import dense_tflops, nominal_bandwidth_gbps
+from evokernel.evaluation.device_peaks import dense_tflops, nominal_bandwidth_gbps
 
 CLASSES = ("memory-bound", "compute-bound", "latency-bound", "occupancy-limited", "unknown")
 IDLE_SHARE_LAUNCH_BOUND = 0.5
