@@ -68,24 +68,29 @@ class Supervisor:
 
     # ---- the worker link ------------------------------------------------------------------
     def ask(
-        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None = None
+        self,
+        command: dict[str, Any],
+        meanwhile: Callable[[], Any] | None = None,
+        limit_s: float | None = None,
     ) -> tuple[dict[str, Any], bytearray]:
         """Send ``command`` and return the worker's answer; ``meanwhile`` (the supervisor's own
-        share of the step, e.g. the reference run of a trial) runs while the worker works."""
+        share of the step, e.g. the reference run of a trial) runs while the worker works.
+        ``limit_s``: a shorter deadline for this step (the profiling stage's)."""
         with self.gpu.hold(str(command["op"])):
-            return self._ask(command, meanwhile)
+            return self._ask(command, meanwhile, limit_s)
 
     def _ask(
-        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None
+        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None, limit_s: float | None = None
     ) -> tuple[dict[str, Any], bytearray]:
+        deadline = self.deadline if limit_s is None else min(self.deadline, time.perf_counter() + limit_s)
         try:
-            if self.deadline - time.perf_counter() <= 0:
+            if deadline - time.perf_counter() <= 0:
                 raise TimeoutError
-            self.sock.settimeout(self.deadline - time.perf_counter())
+            self.sock.settimeout(deadline - time.perf_counter())
             channel.send(self.sock, command)
             if meanwhile is not None:
                 meanwhile()
-            remaining = self.deadline - time.perf_counter()
+            remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise TimeoutError
             self.sock.settimeout(remaining)

@@ -15,6 +15,8 @@ holds the exclusive side.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evokernel.evaluation.profiling import counters as ncu
-from evokernel.evaluation.profiling.timeline import profile_call
 from evokernel.evaluation.profiling.verdict import classify, speed_of_light, task_work
 from evokernel.evaluation.verdict import StageFailure
 
@@ -50,7 +51,9 @@ class Supervisor(Protocol):
 
     def stop_worker(self) -> None: ...
 
-    def ask(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytearray]: ...
+    def ask(
+        self, command: dict[str, Any], meanwhile: Any = None, limit_s: float | None = None
+    ) -> tuple[dict[str, Any], bytearray]: ...
 
 
 __all__ = ["LEVELS", "level_of", "profile_candidate", "profile_reference", "task_work", "wanted"]
@@ -60,6 +63,10 @@ LEVELS = ("none", "timeline", "counters")
 # candidate its verdict; under the exclusive lock's 60 s patience (gpulock.py), so no timing
 # ever overlaps a replay.
 COUNTERS_TIMEOUT_S = 55.0
+# Each profiling step of the worker (CUPTI's start, the profiled call) and the reference's timeline
+# process: past this the step is killed and the profile says so; the verdict stands either way.
+STEP_TIMEOUT_S = 30.0
+REFERENCE_TIMEOUT_S = 90.0
 
 
 def level_of(request: dict[str, Any]) -> str:
@@ -123,6 +130,31 @@ def _counters(
             )
 
 
+def _reference_timeline(request: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    workdir = Path(request.get("workdir") or Path.cwd())
+    with tempfile.TemporaryDirectory(prefix="evk-prof-") as tmp:
+        request_path, out = Path(tmp) / "request.json", Path(tmp) / "timeline.json"
+        request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
+        cmd = [
+            sys.executable,
+            "-m",
+            "evokernel.evaluation.profiling.target",
+            str(request_path),
+            "reference",
+            str(out),
+        ]
+        try:
+            done = subprocess.run(
+                cmd, cwd=workdir, capture_output=True, text=True, timeout=REFERENCE_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:
+            return None, f"failed: the reference's profile took over {REFERENCE_TIMEOUT_S:.0f} s"
+        if done.returncode != 0 or not out.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            return None, f"failed: {tail[0]}"[:400]
+        return json.loads(out.read_text()), "ok"
+
+
 def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: float) -> dict[str, Any]:
     """The stage for a candidate that passed timing; stops its worker."""
     level = level_of(sup.request)
@@ -139,13 +171,13 @@ def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: 
     try:
         # CUPTI's first start in a process takes 4-6 s (H200, torch 2.11): outside any GPU lock,
         # so timings of other candidates go on meanwhile; the profiled call then holds the shared one.
-        sup.ask({"op": "profile_prepare"})
-        header, _ = sup.ask({"op": "profile"})
+        sup.ask({"op": "profile_prepare"}, limit_s=STEP_TIMEOUT_S)
+        header, _ = sup.ask({"op": "profile"}, limit_s=STEP_TIMEOUT_S)
         timeline = header.get("timeline")
         if not isinstance(timeline, dict) or "error" in timeline:
             status = f"failed: {(timeline or {}).get('error', 'no timeline')}"[:400]
             timeline = None
-    except StageFailure as failure:
+    except StageFailure as failure:  # a worker that hangs in CUPTI is killed at STEP_TIMEOUT_S
         status = f"failed: {failure.reason}"[:400]
     sup.stop_worker()
     counters = None
@@ -164,24 +196,23 @@ def profile_reference(
     model_inputs: Callable[[], tuple[Any, list[Any]]],
     eager_ms: float | None,
 ) -> dict[str, Any]:
-    """The reference's profile (in the baselines job: trusted code, profiled in this process)."""
+    """The reference's profile, in the baselines job: its work counted here, its timeline taken in a
+    process of its own (:mod:`.target`, killed past :data:`REFERENCE_TIMEOUT_S`), so a profiler
+    that hangs never holds up the task's baselines."""
     from evokernel.evaluation.baselines import device_label
 
     level = level_of(request)
     if device.type != "cuda":
         return {"level": level, "status": "skipped: no GPU", "bottleneck": "unknown", "why": "no GPU"}
-    import torch
-
     started = time.perf_counter()
-    with gpu.hold("profile"):
+    with gpu.hold("reference"):
         model, inputs = model_inputs()
         work = task_work(model, inputs)
-        with torch.no_grad():
-            model(*inputs)  # warm: cuDNN/cuBLAS pick their algorithms outside the profiled call
-            timeline = profile_call(lambda: model(*inputs), device)
+        del model, inputs
+    timeline, status = _reference_timeline(request)
     counters = None
-    if level == "counters":
+    if level == "counters" and timeline is not None:
         counters = _counters(request, timeline, "reference", gpu, COUNTERS_TIMEOUT_S)
-    profile = finish(level, timeline, counters, work, device_label(device), eager_ms, "ok")
+    profile = finish(level, timeline, counters, work, device_label(device), eager_ms, status)
     profile["seconds"] = round(time.perf_counter() - started, 4)
     return profile

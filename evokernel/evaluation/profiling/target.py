@@ -2,9 +2,11 @@
 inputs as the timed call (the timing variant's sizes, seed 0), between ``cudaProfilerStart`` and
 ``cudaProfilerStop``.
 
-``python -m evokernel.evaluation.profiling.target REQUEST.json candidate|reference``, run by the
-supervisor under ``ncu`` in the evaluation's working directory (``reference.py`` and
-``candidate.py`` are there). For a candidate it confines itself first, as the worker does
+``python -m evokernel.evaluation.profiling.target REQUEST.json candidate|reference [TIMELINE.json]``,
+run by the supervisor under ``ncu`` in the evaluation's working directory (``reference.py`` and
+``candidate.py`` are there); with ``TIMELINE.json`` (the reference's profile in the baselines
+job), no ``ncu``: the call's timeline (:mod:`.timeline`) is written there instead, the call
+holding the GPU lock's shared side. For a candidate it confines itself first, as the worker does
 (:mod:`evokernel.evaluation.worker`): the CUDA context (and with it Nsight Compute's injection)
 is made before, candidate code runs only after.
 """
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 
 from evokernel.evaluation import guards, inline_builds, isolation
+from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import (
     INIT_SEED,
     build_reference,
@@ -27,6 +30,7 @@ from evokernel.evaluation.loading import (
     load_module,
     make_inputs,
 )
+from evokernel.evaluation.profiling import timeline
 
 
 def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
@@ -63,6 +67,13 @@ def main(argv: list[str]) -> int:
         inline_builds.install(request.get("torch_pch"))
     model, task = _model(request, workdir, mode, device)
     inputs = make_inputs(task, 0, device)
+    if len(argv) > 3:
+        timeline.prepare(device)  # CUPTI's start (seconds), outside the lock
+        with torch.no_grad(), GpuLock.from_request(request).hold("profile"):
+            model(*inputs)  # warm: cuDNN/cuBLAS pick their algorithms outside the profiled call
+            found = timeline.profile_call(lambda: model(*inputs), device)
+        Path(argv[3]).write_text(json.dumps(found))
+        return 0
     with torch.no_grad():
         model(*inputs)  # JIT builds and autotuning happen here, outside the profiled range
         torch.cuda.synchronize(device)
