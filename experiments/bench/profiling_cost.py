@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -197,8 +198,8 @@ async def run_throughput(args: argparse.Namespace, library: Any) -> dict[str, An
     for level in args.sets.split(","):
         sets.append(await one_set(level, items, library, args.timeout))
         print(json.dumps({k: v for k, v in sets[-1].items() if k != "runtimes"}), flush=True)
-    off = statistics.fmean(s["per_min"] for s in sets if s["level"] == "none")
-    on = statistics.fmean(s["per_min"] for s in sets if s["level"] == "timeline")
+    off = statistics.fmean([s["per_min"] for s in sets if s["level"] == "none"] or [math.nan])
+    on = statistics.fmean([s["per_min"] for s in sets if s["level"] == "timeline"] or [math.nan])
     # Per candidate, its runtime in a profiled set over the same in the unprofiled set before it,
     # beside the same ratio between the two unprofiled sets (the noise floor).
     drift: dict[str, float | None] = {}
