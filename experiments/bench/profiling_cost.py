@@ -165,7 +165,9 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
     pool.shutdown()
     correct = [ev for ev in evaluations if ev.ok]
     profiled = [ev for ev in correct if (ev.details.get("profile") or {}).get("status") == "ok"]
+    failed = sorted({str(ev.details["profile"]["status"])[:200] for ev in correct if ev not in profiled})
     return {
+        "profile_failures": failed if level != "none" else [],
         "level": level,
         "wall_s": round(wall, 2),
         "per_min": round(60 * len(items) / wall, 2),
@@ -177,6 +179,11 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
         "profiling_stage_s": spread(
             [s["seconds"] for ev in profiled for s in ev.details["stages"] if s["stage"] == "profiling"]
         ),
+        # What the baselines job stored of each task's reference profile.
+        "reference_profiles": {
+            t.name: ((library.task_profile(t.source_hash) or {}).get("bottleneck"))
+            for t in {id(t): t for t, _ in items}.values()
+        },
         # Candidate -> timed runtime: do other candidates' profiles move a candidate's timing?
         "runtimes": [ev.runtime_ms if ev.ok else None for ev in evaluations],
     }
