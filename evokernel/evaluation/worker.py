@@ -69,6 +69,10 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
             # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on
             # the H200 machine. Harness code only; no candidate code has run yet.
             torch.empty(1, device="cuda")
+            if request.get("profiling", "none") != "none":
+                # CUPTI's 4-6 s start before confinement: started after it, in a worker forked by
+                # the pool's fork-server, it stalled every profiled candidate on the H200 machine.
+                timeline.prepare("cuda")
         confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
@@ -121,7 +125,6 @@ class _Worker:
             "trial": self.trial,
             "outputs": self.resend,
             "time": self.time,
-            "profile_prepare": self.profile_prepare,
             "profile": self.profile,
         }
         while True:
@@ -295,14 +298,6 @@ class _Worker:
             "new_threads": 0,
             "changed_harness": integrity.changed_harness(self.snapshot),
         }, b""
-
-    def profile_prepare(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """CUPTI's start-up (4-6 s on an H200), holding no GPU lock (profiling/timeline.py)."""
-        try:
-            timeline.prepare(self.device)
-        except Exception as exc:  # noqa: BLE001 - reported by the profile op that follows
-            return {"ok": True, "error": f"{type(exc).__name__}: {exc}"[:300]}, b""
-        return {"ok": True}, b""
 
     def profile(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One call on the timing inputs under torch.profiler (profiling/timeline.py), after timing.

@@ -165,7 +165,9 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
     pool.shutdown()
     correct = [ev for ev in evaluations if ev.ok]
     profiled = [ev for ev in correct if (ev.details.get("profile") or {}).get("status") == "ok"]
-    failed = sorted({str(ev.details["profile"]["status"])[:200] for ev in correct if ev not in profiled})
+    failed = sorted(
+        {str((ev.details.get("profile") or {}).get("status"))[:200] for ev in correct if ev not in profiled}
+    )
     return {
         "profile_failures": failed if level != "none" else [],
         "level": level,

@@ -40,14 +40,9 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     assert checks == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
     assert "unseen" in ev.details["checks"][-1]["label"] and "1003" in ev.details["checks"][-1]["label"]
     stages = [(s["stage"], s["status"]) for s in ev.details["stages"]]
-    passed = ("static", "build", "correctness", "integrity", "timing")
-    # Profiling (on by default: timeline) says why it did nothing on a CPU.
     assert stages == [
-        *((name, "passed") for name in passed),
-        ("profiling", "skipped"),
-        ("feedback", "passed"),
+        (name, "passed") for name in ("static", "build", "correctness", "integrity", "timing", "feedback")
     ]
-    assert ev.details["profile"]["status"] == "skipped: no GPU"
     assert ev.details["timing"]["candidate"]["method"] == "perf_counter"
 
 

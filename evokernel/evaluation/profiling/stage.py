@@ -63,8 +63,8 @@ LEVELS = ("none", "timeline", "counters")
 # candidate its verdict; under the exclusive lock's 60 s patience (gpulock.py), so no timing
 # ever overlaps a replay.
 COUNTERS_TIMEOUT_S = 55.0
-# Each profiling step of the worker (CUPTI's start, the profiled call) and the reference's timeline
-# process: past this the step is killed and the profile says so; the verdict stands either way.
+# The worker's profiled call and the reference's timeline process: past these the step is killed
+# and the profile says so; the verdict stands either way.
 STEP_TIMEOUT_S = 30.0
 REFERENCE_TIMEOUT_S = 90.0
 
@@ -169,9 +169,7 @@ def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: 
     timeline: dict[str, Any] | None = None
     status = "ok"
     try:
-        # CUPTI's first start in a process takes 4-6 s (H200, torch 2.11): outside any GPU lock,
-        # so timings of other candidates go on meanwhile; the profiled call then holds the shared one.
-        sup.ask({"op": "profile_prepare"}, limit_s=STEP_TIMEOUT_S)
+        # CUPTI started with the worker (worker.serve); the profiled call holds the shared lock.
         header, _ = sup.ask({"op": "profile"}, limit_s=STEP_TIMEOUT_S)
         timeline = header.get("timeline")
         if not isinstance(timeline, dict) or "error" in timeline:

@@ -5,7 +5,7 @@ the reference): which kernels ran (name, launches, device time, share of the GPU
 long the GPU sat idle between them (host gaps: launch overhead, host work, syncs) and the launch
 count. CUPTI's first use in a process costs 4-6 s on an H200 (torch 2.11, CUDA 13; whatever
 the module loading mode: experiments/bench/cupti_start.py), the next ones ~4 ms, so the worker
-starts it as a step of its own that holds no GPU lock (:func:`prepare`), then profiles a single call.
+starts it (:func:`prepare`) before it is confined, outside any GPU lock, then profiles one call.
 """
 
 from __future__ import annotations
