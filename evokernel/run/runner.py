@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from evokernel.config.loading import from_dict, to_dict
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.exceptions import ConfigError, TaskError
+from evokernel.exceptions import ConfigError, TaskError, Terminated
 from evokernel.mutators.base import Mutator
 from evokernel.mutators.build import build_mutators as configured_mutators
 from evokernel.run.engine import Engine, Evaluator
@@ -156,6 +156,8 @@ async def _run(engine: Engine, mutators: list[Mutator]) -> dict[str, str]:
     try:
         return await engine.run()
     except asyncio.CancelledError:
+        if engine.terminated:
+            raise Terminated from None
         if engine.interrupted:  # a second SIGINT cancelled the run: stop at once, like Ctrl-C
             raise KeyboardInterrupt from None
         raise
