@@ -47,7 +47,21 @@ from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Operator, Proposal, Task
 
-__all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
+__all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress", "build_strategy"]
+
+
+def build_strategy(config: ExperimentConfig) -> Strategy:
+    """The configured strategy, one per task. The runner calls it once before the run is recorded
+    or Ray starts, so a wrong ``module:Class`` path or parameter fails in a second, not after the
+    pool's start-up."""
+    cls: Any = resolve("strategies", config.strategy.name)
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise PluginError(
+            f"strategy {config.strategy.name!r} resolves to {cls!r}, which is not a subclass "
+            "of evokernel.strategies.base.Strategy"
+        )
+    strategy_cls: type[Strategy] = cls
+    return strategy_cls.from_params(dict(config.strategy.params))
 
 
 class Engine:
@@ -84,16 +98,6 @@ class Engine:
         self._main: asyncio.Task[Any] | None = None
 
     # ---- setup ----------------------------------------------------------------------------------
-    def _strategy(self) -> Strategy:
-        cls: Any = resolve("strategies", self.config.strategy.name)
-        if not (isinstance(cls, type) and issubclass(cls, Strategy)):
-            raise PluginError(
-                f"strategy {self.config.strategy.name!r} resolves to {cls!r}, which is not a subclass "
-                "of evokernel.strategies.base.Strategy"
-            )
-        strategy_cls: type[Strategy] = cls
-        return strategy_cls.from_params(dict(self.config.strategy.params))
-
     def _view(self, progress: TaskProgress) -> RunView:
         return RunView(
             self.library,
@@ -122,7 +126,7 @@ class Engine:
 
     def _progress(self, task: Task) -> TaskProgress:
         lib, run = self.library, self.run_id
-        progress = TaskProgress(task, self._strategy())
+        progress = TaskProgress(task, build_strategy(self.config))
         lib.ensure_islands(run, task.name, progress.strategy.islands)
         progress.evaluated = lib.count_evaluated(run, task.name)
         progress.failed_streak = lib.trailing_failed_proposals(

@@ -17,7 +17,7 @@ from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError, TaskError, Terminated
 from evokernel.mutators.base import Mutator
 from evokernel.mutators.build import build_mutators as configured_mutators
-from evokernel.run.engine import Engine, Evaluator
+from evokernel.run.engine import Engine, Evaluator, build_strategy
 from evokernel.run.progress import ProgressPrinter, Reporter
 from evokernel.run.summary import RunSummary
 from evokernel.tasks import load_tasks
@@ -105,6 +105,7 @@ async def run_experiment_async(
             from evokernel.run.seed_kernels import apply_seed_kernels
 
             tasks = apply_seed_kernels(tasks, config.seed_kernels)
+        build_strategy(config)  # a wrong strategy fails here, before the run is recorded or Ray starts
         if resume:
             _check_same_tasks(library, run_id, tasks)
         else:
