@@ -1,5 +1,6 @@
 """Which load_inline calls get torch's implicit header dropped from the .cu, or torch/types.h for
-torch/extension.h in it, and what they get instead (the builds themselves run on the GPU machine: tests/core/test_pool.py, test_gpu.py)."""
+torch/extension.h in it, and what they get instead (the builds themselves run on the GPU machine:
+tests/core/test_pool.py, test_gpu.py)."""
 
 from __future__ import annotations
 
