@@ -17,9 +17,10 @@ timed to the last verdict. A phase is ``NAME:CONCURRENCY:LIGHT:COUNT``: candidat
 folders in order, or ``all``). Phases run one after the other, in the order given, with the
 same verdict profile (``--profile``, default kernelbench-v0, the field's). Per phase: candidates/min,
 verdicts, mean seconds per stage, the load_inline build paths taken (from each build stage's note),
-the exclusive timing lock's share of the wall time and NVML's GPU utilization (the share of time a
-kernel ran: the GPU-busy figure). Phases after the first also give their figures over the first
-phase's files, for a side-by-side per-stage comparison. ``--verdicts`` streams every verdict as a
+the exclusive timing lock's share of the wall time, NVML's GPU utilization (the share of time a
+kernel ran: the GPU-busy figure) and the host CPUs' busy share (/proc/stat). Phases after the
+first also give their figures over the first phase's files, for a side-by-side per-stage
+comparison. ``--verdicts`` streams every verdict as a
 JSON line (the per-file table issue 18 asks for). The last line printed is one JSON object.
 """
 
@@ -41,6 +42,16 @@ from eval_throughput import NvmlSampler, breakdown, statuses
 from field_verdicts import pair_files, summarise, table
 
 from evokernel.evaluation.inline_builds import NOTES
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all host CPUs since boot (Linux /proc/stat); (0, 0) elsewhere."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def language(source: str) -> str:
@@ -92,7 +103,7 @@ async def run_phase(
     figures are those of the verdicts in (``cut``: how many were not)."""
     rows: list[dict[str, Any]] = []
     with NvmlSampler() as nvml:
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), cpu_times()
 
         async def one(name: str, task: Any, source: str) -> Any:
             ev = await pool.evaluate(task, source)
@@ -108,6 +119,7 @@ async def run_phase(
         jobs = {asyncio.ensure_future(one(n, t, s)): n for n, t, s in files}
         _, pending = await asyncio.wait(jobs, timeout=budget_s)
         wall = time.monotonic() - start
+        cpu_end = cpu_times()
         for job in pending:
             job.cancel()
     done = {jobs[job]: job.result() for job in jobs if job not in pending}
@@ -125,6 +137,7 @@ async def run_phase(
             "build_paths": build_paths(evaluations),
             "timing_lock_busy": round(exclusive / wall, 3),
             "nvml_utilization": nvml.mean(),
+            "host_cpu_busy": round((cpu_end[0] - cpu_start[0]) / max(1, cpu_end[1] - cpu_start[1]), 3),
         },
         "evaluations": done,
         "rows": rows,
