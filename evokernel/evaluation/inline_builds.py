@@ -1,7 +1,7 @@
 """Faster ``load_inline`` builds for candidates, installed in the worker before the candidate is
 imported; what a build produces stays the candidate's code.
 
-Two changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
+Three changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
 
 * **Precompiled header** (``header``): ``-I`` of the node's precompiled ``torch/extension.h``
   (:mod:`evokernel.evaluation.pch`, which says why gcc's own checks make this safe) when the
@@ -19,10 +19,10 @@ Two changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, eac
 * **torch/types.h for torch/extension.h in a ``.cu``** (``light_cu``): real LLM-written kernels
   (PIKE, KernelBench) start the ``.cu`` with ``#include <torch/extension.h>`` although it only
   needs ``torch::Tensor`` and friends; the header adds the C++ frontend (``torch::nn``, optim,
-  data, jit) and pybind11, which nvcc parses three times (cudafe++, cicc, the host compiler). A
-  real 3-kernel file (pike-level3 pop_25/task_8): 54 s as written, 21 s with the include
-  replaced by ``torch/types.h``, the header ``load_inline`` itself puts first in every ``.cu``
-  (CI machine, nvcc 13; docs/benchmarks.md). Only when no CUDA source names something that
+  data, jit) and pybind11, which nvcc parses three times (cudafe++, cicc, the host compiler).
+  Real pike-level3 files: 57-65 s of nvcc as written, 23-27 s with the include replaced by
+  ``torch/types.h``, the header ``load_inline`` itself puts first in every ``.cu`` (CI machine,
+  nvcc 13; docs/benchmarks.md, session 10). Only when no CUDA source names something that
   header lacks (:data:`EXTENSION_NAMES`); each replaced line stays one line, so compiler messages
   keep their line numbers. A build that fails this way is made again as written
   (``light_cu_fallback``), as for ``lean_cu``. Both change which declarations a build sees, never
