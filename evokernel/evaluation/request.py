@@ -38,6 +38,7 @@ class EvaluationRequest:
     isolation: str = "required"  # evaluation.isolation (evaluation/isolation.py)
     baselines: dict[str, Any] | None = None  # a cache entry of evokernel.evaluation.baselines
     static_checks: bool = True
+    light_cuda_headers: bool = True  # evaluation.light_cuda_headers (evaluation/inline_builds.py)
     # "baselines": measure the task's eager/compile baselines (trusted code only), no candidate.
     mode: Literal["candidate", "baselines"] = "candidate"
     # Added by the actor that runs it: its GPU lock ({dir, max_wait_s}) and precompiled headers.
@@ -89,6 +90,7 @@ class EvaluationRequest:
             isolation=config.isolation,
             baselines=baselines,
             static_checks=static_checks,
+            light_cuda_headers=config.light_cuda_headers,
         )
 
     def for_baselines(self) -> EvaluationRequest:
