@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from evokernel.exceptions import EvoKernelError
+from evokernel.exceptions import EvoKernelError, Terminated
 from evokernel.export import command as export_command
 from evokernel.report import command as report_command
 from evokernel.report.command import add_progress_flags
@@ -216,6 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvoKernelError as exc:
         print(f"evokernel: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(
+            "evokernel: stopped by SIGTERM; resume with --resume RUN_ID (see `evokernel runs`)",
+            file=sys.stderr,
+        )
+        return 143
     except KeyboardInterrupt:
         print("evokernel: interrupted; resume with --resume RUN_ID (see `evokernel runs`)", file=sys.stderr)
         return 130

@@ -53,3 +53,10 @@ class AnalysisError(LibraryError):
 
 class ExportError(EvoKernelError):
     """Kernels or a dataset could not be written out (or imported back as seeds)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A run or sweep was stopped by SIGTERM (a batch scheduler's preemption or time limit, or
+    ``kill``): it stops at once like a second Ctrl-C, with the open work left in the library for
+    ``--resume``. A :class:`KeyboardInterrupt`, not an :class:`EvoKernelError`, so every cleanup
+    path that handles Ctrl-C handles it too; the CLI exits with 143 (128 + SIGTERM)."""

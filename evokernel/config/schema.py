@@ -186,6 +186,10 @@ class EvaluationConfig:
     # On a GPU, build a precompiled torch/extension.h once per node (~50 s of two cores, in the
     # background) and let candidates' load_inline builds use it: main.cpp 22.5 s -> 10 s.
     precompiled_header: bool = True
+    # A load_inline .cu that includes torch/extension.h but uses only what torch/types.h declares
+    # is built with torch/types.h instead (evaluation/inline_builds.py; as written if that fails):
+    # nvcc parses the C++ frontend and pybind11 three times: 57-65 s -> 23-27 s on real files.
+    light_cuda_headers: bool = True
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"

@@ -38,6 +38,7 @@ class EvaluationRequest:
     isolation: str = "required"  # evaluation.isolation (evaluation/isolation.py)
     baselines: dict[str, Any] | None = None  # a cache entry of evokernel.evaluation.baselines
     static_checks: bool = True
+    light_cuda_headers: bool = True  # evaluation.light_cuda_headers (evaluation/inline_builds.py)
     profiling: str = "none"  # evaluation.profiling (evaluation/profiling/stage.py)
     # "baselines": measure the task's eager/compile baselines (trusted code only), no candidate.
     mode: Literal["candidate", "baselines"] = "candidate"
@@ -90,6 +91,7 @@ class EvaluationRequest:
             isolation=config.isolation,
             baselines=baselines,
             static_checks=static_checks,
+            light_cuda_headers=config.light_cuda_headers,
             profiling=config.profiling,
         )
 

@@ -79,7 +79,7 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         )
         guards.refuse_network()
         integrity.install_launch_hooks()
-        inline_builds.install(request.get("torch_pch"))
+        inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
         _Worker(sock, request, workdir, confined).loop()
     except channel.ChannelError:
         code = 3  # the supervisor went away; nothing to report to

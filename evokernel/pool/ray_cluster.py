@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -39,6 +40,19 @@ def init_ray(config: RayConfig) -> None:
             ray.init(num_cpus=config.num_cpus, **kwargs)
         finally:
             notice.setLevel(level)
+        _keep_token_private(Path.home() / ".ray" / "auth_token")
+
+
+def _keep_token_private(token: Path) -> None:
+    """Ray writes the cluster's token with the process umask (0644 under the usual 022), and home
+    directories on shared cluster nodes are often world-readable: anyone on the node could then
+    read the token and submit work as this user. Make it owner-only (Ray reads it as the owner)."""
+    try:
+        info = token.stat()
+    except FileNotFoundError:  # RAY_AUTH_MODE=disabled, or a token given another way
+        return
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        token.chmod(0o600)
 
 
 def default_concurrency(device: str, cpus_per_actor: int) -> int:

@@ -16,7 +16,9 @@ is in :mod:`evokernel.run.job`.
 
 SIGINT: the first stops new work and lets work in flight finish (the run is then "interrupted",
 with nothing open); the second cancels everything at once (open proposals and pending candidates
-stay in the library, and ``--resume`` re-runs them).
+stay in the library, and ``--resume`` re-runs them). SIGTERM, what a batch scheduler sends before
+it kills a job (Slurm waits 30 s by default), stops at once like a second SIGINT: the driver then
+shuts its pool down and exits 143 instead of dying inside Ray's signal handler.
 
 One driver per run: counters (evaluated, committed, the last generation, source hashes) are kept
 in memory, loaded from the library at start, because this engine is the only writer of its run.
@@ -45,11 +47,26 @@ from evokernel.strategies.base import Strategy
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Operator, Proposal, Task
 
-__all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress"]
+__all__ = ["SEED_FILE", "Engine", "Evaluator", "HardwareInfo", "TaskProgress", "build_strategy"]
+
+
+def build_strategy(config: ExperimentConfig) -> Strategy:
+    """The configured strategy, one per task. The runner calls it once before the run is recorded
+    or Ray starts, so a wrong ``module:Class`` path or parameter fails in a second, not after the
+    pool's start-up."""
+    cls: Any = resolve("strategies", config.strategy.name)
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise PluginError(
+            f"strategy {config.strategy.name!r} resolves to {cls!r}, which is not a subclass "
+            "of evokernel.strategies.base.Strategy"
+        )
+    strategy_cls: type[Strategy] = cls
+    return strategy_cls.from_params(dict(config.strategy.params))
 
 
 class Engine:
-    # False: the caller (a sweep driving several engines) owns SIGINT and calls interrupt().
+    # False: the caller (a sweep driving several engines) owns SIGINT and SIGTERM and calls
+    # interrupt() and terminate().
     handle_sigint = True
 
     def __init__(
@@ -76,20 +93,11 @@ class Engine:
         self.operators = self.jobs.operators
         self.stop_reason = ""  # set by SIGINT or the wall-time budget: no new work starts
         self.interrupted = False
+        self.terminated = False  # SIGTERM: stopped at once
         self._sigints = 0
         self._main: asyncio.Task[Any] | None = None
 
     # ---- setup ----------------------------------------------------------------------------------
-    def _strategy(self) -> Strategy:
-        cls: Any = resolve("strategies", self.config.strategy.name)
-        if not (isinstance(cls, type) and issubclass(cls, Strategy)):
-            raise PluginError(
-                f"strategy {self.config.strategy.name!r} resolves to {cls!r}, which is not a subclass "
-                "of evokernel.strategies.base.Strategy"
-            )
-        strategy_cls: type[Strategy] = cls
-        return strategy_cls.from_params(dict(self.config.strategy.params))
-
     def _view(self, progress: TaskProgress) -> RunView:
         return RunView(
             self.library,
@@ -118,7 +126,7 @@ class Engine:
 
     def _progress(self, task: Task) -> TaskProgress:
         lib, run = self.library, self.run_id
-        progress = TaskProgress(task, self._strategy())
+        progress = TaskProgress(task, build_strategy(self.config))
         lib.ensure_islands(run, task.name, progress.strategy.islands)
         progress.evaluated = lib.count_evaluated(run, task.name)
         progress.failed_streak = lib.trailing_failed_proposals(
@@ -141,16 +149,29 @@ class Engine:
         handled = self.handle_sigint and threading.current_thread() is threading.main_thread()
         if handled:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+            loop.add_signal_handler(signal.SIGTERM, self.terminate)
         try:
             await asyncio.gather(*(self._run_task(p) for p in progresses))
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
+                loop.remove_signal_handler(signal.SIGTERM)
         return {p.task.name: p.stopped for p in progresses}
 
     def interrupt(self) -> None:
         """What SIGINT does: the first call stops new work, the second cancels work in flight."""
         self._on_sigint()
+
+    def terminate(self) -> None:
+        """What SIGTERM does: stop at once, leaving open work in the library for ``--resume``."""
+        if self.terminated:
+            return
+        self.interrupted = self.terminated = True
+        self.stop_reason = "terminated (SIGTERM): stopped at once"
+        self.library.log_event(self.run_id, "sigterm", "stopping at once")
+        self.on_event("stopping", {"reason": "SIGTERM: stopping at once; --resume re-runs open work"})
+        if self._main is not None:
+            self._main.cancel()
 
     def _on_sigint(self) -> None:
         self._sigints += 1

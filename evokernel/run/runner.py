@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from evokernel.config.loading import from_dict, to_dict
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.exceptions import ConfigError, TaskError
+from evokernel.exceptions import ConfigError, TaskError, Terminated
 from evokernel.mutators.base import Mutator
 from evokernel.mutators.build import build_mutators as configured_mutators
-from evokernel.run.engine import Engine, Evaluator
+from evokernel.run.engine import Engine, Evaluator, build_strategy
 from evokernel.run.progress import ProgressPrinter, Reporter
 from evokernel.run.summary import RunSummary
 from evokernel.tasks import load_tasks
@@ -105,6 +105,7 @@ async def run_experiment_async(
             from evokernel.run.seed_kernels import apply_seed_kernels
 
             tasks = apply_seed_kernels(tasks, config.seed_kernels)
+        build_strategy(config)  # a wrong strategy fails here, before the run is recorded or Ray starts
         if resume:
             _check_same_tasks(library, run_id, tasks)
         else:
@@ -156,6 +157,8 @@ async def _run(engine: Engine, mutators: list[Mutator]) -> dict[str, str]:
     try:
         return await engine.run()
     except asyncio.CancelledError:
+        if engine.terminated:
+            raise Terminated from None
         if engine.interrupted:  # a second SIGINT cancelled the run: stop at once, like Ctrl-C
             raise KeyboardInterrupt from None
         raise

@@ -2,7 +2,8 @@
 
 The pool's fair queue serves waiting evaluations round robin per run, so cells share the GPUs
 evenly whatever their proposal rates. SIGINT is the sweep's: the first stops new work in every
-cell (each finishes what it has in flight, then is ``interrupted``), the second stops at once."""
+cell (each finishes what it has in flight, then is ``interrupted``), the second stops at once, and
+so does SIGTERM (what a batch scheduler sends before it kills the job)."""
 
 from __future__ import annotations
 
@@ -130,15 +131,22 @@ async def run_sweep_async(
         for engine in engines:
             engine.interrupt()
 
+    def on_sigterm() -> None:
+        stopping.set()
+        for engine in engines:
+            engine.terminate()
+
     loop = asyncio.get_running_loop()
     handled = threading.current_thread() is threading.main_thread()
     if handled:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         results = await asyncio.gather(*(one(i) for i in todo))
     finally:
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
         if own_pool:
             pool.shutdown()  # type: ignore[attr-defined]
         baselines.close()

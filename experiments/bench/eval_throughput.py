@@ -31,7 +31,8 @@ candidates/min. GPU busy during timing = the time the GPUs' exclusive timing loc
 the wall time of the set; NVML utilization is sampled beside it when pynvml is installed. The
 stage breakdown is the mean seconds per stage over the set's evaluations that reached the stage.
 
-The last line printed is one JSON object with every figure.
+The last line printed is one JSON object with every figure. Real LLM-written level-3 kernels (the
+pike-level3 corpus) are measured by ``corpus_throughput.py`` beside this script.
 """
 
 from __future__ import annotations

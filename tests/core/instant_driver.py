@@ -3,7 +3,8 @@
     python -m tests.core.instant_driver LIBRARY SPEC_JSON [--resume RUN_ID]
 
 SPEC_JSON: {"strategy": ..., "params": {...}, "tasks": 2, "budget": {...}, "eval_delay_s": ...,
-"mutate_delay_s": ..., "llm": false}. Exit status: 0 finished, 130 interrupted (SIGINT).
+"mutate_delay_s": ..., "llm": false}. Exit status: 0 finished, 130 interrupted (SIGINT), 143 stopped
+by SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from evokernel.conformance import (
     instant_config,
     instant_task,
 )
+from evokernel.exceptions import Terminated
 from evokernel.run.runner import run_experiment
 from evokernel.types import Task
 
@@ -49,6 +51,8 @@ def main(argv: list[str]) -> int:
         summary = run_experiment(
             config, resume=resume, reporter=QuietReporter(), pool=evaluator, mutators=[mutator], tasks=tasks
         )
+    except Terminated:
+        return 143
     except KeyboardInterrupt:
         return 130
     return 130 if summary.interrupted else 0

@@ -1,5 +1,6 @@
-"""Which load_inline calls get torch's implicit header dropped from the .cu, and what they get
-instead (the builds themselves run on the GPU machine: tests/core/test_pool.py, test_gpu.py)."""
+"""Which load_inline calls get torch's implicit header dropped from the .cu, or torch/types.h for
+torch/extension.h in it, and what they get instead (the builds themselves run on the GPU machine:
+tests/core/test_pool.py, test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import inspect
 
 import torch.utils.cpp_extension as cpp_extension
 
-from evokernel.evaluation.inline_builds import inline_build_note, lean_cu_arguments
+from evokernel.evaluation.inline_builds import inline_build_note, lean_cu_arguments, light_cu_arguments
 
 PARAMETERS = inspect.signature(cpp_extension.load_inline).parameters
 LEAN_CU = "#include <cuda_runtime.h>\n__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }"
@@ -55,3 +56,55 @@ def test_the_build_note_reports_only_well_formed_counts() -> None:
     )
     assert inline_build_note("lots") == ""
     assert inline_build_note({"header": "1"}) == ""
+    assert inline_build_note({"light_cu": 2, "light_cu_fallback": 1}) == (
+        "load_inline builds: 2 with torch/types.h for torch/extension.h in the .cu, "
+        "1 rebuilt as written after failing with torch/types.h"
+    )
+
+
+KERNELBENCH_CU = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    k<<<1, 32>>>(y.data_ptr<float>());
+    return y;
+}"""
+
+
+def test_a_cu_that_includes_torch_extension_gets_torch_types_on_the_same_line() -> None:
+    light = light_cu_arguments(call(cuda_sources=KERNELBENCH_CU, extra_cuda_cflags=["-O3"]))
+    assert light is not None
+    (cu,) = light["cuda_sources"]
+    lines, original = cu.splitlines(), KERNELBENCH_CU.splitlines()
+    assert len(lines) == len(original)  # compiler messages keep their line numbers
+    assert lines[0].startswith("#include <torch/types.h>") and "torch/extension.h" in lines[0]
+    assert lines[1:] == original[1:]
+    # Everything else goes to torch as the candidate wrote it.
+    assert {k: v for k, v in light.items() if k != "cuda_sources"} == {
+        k: v for k, v in call(extra_cuda_cflags=["-O3"]).items() if k != "cuda_sources"
+    }
+    spaced = light_cu_arguments(call(cuda_sources=['  # include "torch/torch.h" // all of it\n', LEAN_CU]))
+    assert spaced is not None
+    assert spaced["cuda_sources"][0].startswith("#include <torch/types.h>")
+    assert spaced["cuda_sources"][0].endswith(" // all of it\n")
+
+
+def test_a_cu_using_what_only_the_umbrella_header_declares_keeps_it() -> None:
+    for extra in (
+        "namespace py = pybind11;",
+        "PYBIND11_MODULE(ext, m) {}",
+        "torch::nn::functional::relu(x);",
+        "auto n = torch::cuda::device_count();",
+        "at::parallel_for(0, n, 1, [&](int64_t a, int64_t b) {});",
+        "TORCH_LIBRARY(ext, m) {}",
+    ):
+        assert light_cu_arguments(call(cuda_sources=KERNELBENCH_CU + "\n" + extra)) is None, extra
+
+
+def test_a_cu_without_an_umbrella_include_is_not_a_light_build() -> None:
+    assert light_cu_arguments(call()) is None  # torch-free: the lean build's case
+    assert light_cu_arguments(call(cuda_sources="#include <torch/types.h>\n" + LEAN_CU)) is None
+    assert light_cu_arguments(call(cuda_sources="// #include <torch/extension.h> later\n" + LEAN_CU)) is None
+    assert light_cu_arguments(call(cuda_sources=None, cpp_sources=KERNELBENCH_CU)) is None
+    assert light_cu_arguments(call(cuda_sources=[KERNELBENCH_CU, 3])) is None

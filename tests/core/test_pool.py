@@ -358,7 +358,8 @@ def test_warm_runners_on_a_gpu_keep_faults_to_their_candidate(local_ray: None, a
 def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_task: Task) -> None:
     """On the GPU machine: the actor builds the node's precompiled torch/extension.h in the
     background, lean-layout candidates' main.cpp compile against it, and a torch-free .cu goes
-    without torch's header -- or, when it needed something that header brought, as written."""
+    without torch's header -- or, when it needed something that header brought, as written -- and
+    a .cu that includes torch/extension.h is built with torch/types.h."""
     config = EvaluationConfig(device="cuda", timeout_s=150, timing=FAST, workers=1, concurrency_per_worker=2)
     gpu_pool = EvaluatorPool(config, RayConfig())
     try:
@@ -367,15 +368,16 @@ def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_t
         legit = FIXTURES / "legit"
         sources = [
             (legit / f"{name}.py").read_text()
-            for name in ("axpy_cuda_lean_layout", "axpy_cuda_implicit_header")
+            for name in ("axpy_cuda_lean_layout", "axpy_cuda_implicit_header", "axpy_cuda_load_inline")
         ]
         evs = gather(gpu_pool, axpy_task, sources)
-        assert [e.status for e in evs] == [Status.CORRECT] * 2, [e.reason for e in evs]
+        assert [e.status for e in evs] == [Status.CORRECT] * 3, [e.reason for e in evs]
         notes = [next(s["reason"] for s in e.details["stages"] if s["stage"] == "build") for e in evs]
         header = "load_inline builds: 1 with the precompiled torch header"
         assert notes == [
             f"{header}, 1 without torch's header in the .cu; evaluated class ModelNew",
             f"{header}, 1 rebuilt as written after failing without it; evaluated class ModelNew",
+            f"{header}, 1 with torch/types.h for torch/extension.h in the .cu; evaluated class ModelNew",
         ]
     finally:
         gpu_pool.shutdown()

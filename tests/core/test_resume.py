@@ -31,7 +31,8 @@ def _evokernel(*args: str, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_killed_then_resume_gives_exactly_the_budget(tmp_path: Path, stop: signal.Signals) -> None:
     db, log = tmp_path / "lib.db", tmp_path / "run.log"
     config = tmp_path / "exp.yaml"
     config.write_text(
@@ -51,8 +52,11 @@ def test_sigkill_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
         assert driver.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
         time.sleep(0.2)
-    os.kill(driver.pid, signal.SIGKILL)
-    driver.wait()
+    os.kill(driver.pid, stop)
+    returncode = driver.wait(timeout=120)
+    if stop == signal.SIGTERM:  # a scheduler's stop: the CLI's own exit, not death by the signal
+        assert returncode == 143, log.read_text()
+        assert "stopped by SIGTERM" in log.read_text()
     evaluated_at_kill = count(db, "select count(*) from evaluations")
     assert evaluated_at_kill < BUDGET
     with sqlite3.connect(db) as conn:
@@ -215,5 +219,28 @@ def test_sigint_finishes_in_flight_work_and_a_second_stops_at_once(tmp_path: Pat
     assert count(db, "select count(*) from run_events where message = 'stopping at once'") == 1
 
     driver = _driver(db, spec, "--resume", run_id)  # re-runs what was abandoned, counts nothing twice
+    assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()
+    assert _check_complete(db, spec) == _uninterrupted(tmp_path, spec)
+
+
+def test_sigterm_stops_at_once_and_resume_finishes_the_budget(tmp_path: Path) -> None:
+    """A batch scheduler's SIGTERM: the driver stops at once, exits 143 (not killed by the signal),
+    records why, and ``--resume`` re-runs the work it left open without counting anything twice."""
+    spec = {**SPECS["pike_b"], "eval_delay_s": 2.0}
+    db = tmp_path / "sigterm.db"
+    driver = _driver(db, spec)
+    _wait_for(db, 2, driver)
+    time.sleep(0.3)  # evaluations of 0-4 s are in flight now
+    os.kill(driver.pid, signal.SIGTERM)
+    assert driver.wait(timeout=30) == 143
+    assert count(db, "select count(*) from runs where status = 'interrupted'") == 1
+    assert count(db, "select count(*) from run_events where kind = 'sigterm'") == 1
+    abandoned = count(db, "select count(*) from proposals where state = 'open'") + count(
+        db, "select count(*) from candidates where status = 'pending'"
+    )
+    assert abandoned > 0  # stopped at once: what was in flight is open, not finished
+    with sqlite3.connect(db) as conn:
+        (run_id,) = conn.execute("select id from runs").fetchone()
+    driver = _driver(db, {**spec, "eval_delay_s": 0.0}, "--resume", run_id)
     assert driver.wait(timeout=120) == 0, (driver.stdout.read() if driver.stdout else b"").decode()
     assert _check_complete(db, spec) == _uninterrupted(tmp_path, spec)

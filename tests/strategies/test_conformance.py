@@ -14,6 +14,7 @@ from evokernel.db import SolutionLibrary
 from evokernel.exceptions import PluginError
 from evokernel.plugins import available, resolve
 from evokernel.strategies.base import Strategy
+from tests.support.library_rows import count
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "experiments" / "custom_strategy" / "tournament.py"
@@ -109,3 +110,19 @@ def test_example_yaml_runs_its_custom_strategy(tmp_path: Path, monkeypatch: pyte
     cands = lib.candidates(summary.run_id, "softmax")
     assert len(cands) == config.budget.evaluations == 7
     assert [sc.candidate.generation for sc in cands] == [0, 1, 1, 2, 2, 3, 3]  # batch 2 per generation
+
+
+def test_a_wrong_strategy_fails_before_the_run_is_recorded_or_the_pool_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evokernel.cli import main
+
+    db = tmp_path / "lib.db"
+    config = tmp_path / "exp.yaml"
+    task = ROOT / "tests" / "fixtures" / "tasks" / "axpy.py"
+    config.write_text(
+        f"name: bad\ntasks: [{task}]\nlibrary: {db}\nstrategy: {{name: 'does/not/exist.py:Thing'}}\n"
+    )
+    assert main(["run", str(config)]) == 2
+    assert "no file" in capsys.readouterr().err
+    assert count(db, "select count(*) from runs") == 0  # the pool starts only after a run is recorded

@@ -1,6 +1,6 @@
 """A sweep of the axpy fixture on instant parts, slowed so signals land mid-flight (for signal
 tests): ``python -m tests.sweep.sweep_driver LIBRARY [SWEEP_ID]`` (the id resumes it). Exits 130
-when a SIGINT interrupted it, as the CLI does."""
+when a SIGINT interrupted it and 143 when SIGTERM stopped it, as the CLI does."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from evokernel.conformance import InstantEvaluator, QuietReporter
+from evokernel.exceptions import Terminated
 from evokernel.sweep.runner import run_sweep
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
@@ -20,13 +21,16 @@ def main(argv: list[str]) -> int:
     config.write_text(
         f"name: sig\ntasks: [{FIXTURES / 'axpy.py'}]\nlibrary: {library}\nbudget: {{evaluations: {BUDGET}}}\n"
     )
-    summary = run_sweep(
-        config,
-        ["strategy.name=greedy,random", "seed=0,1", "concurrency.evaluations=1"],
-        resume=argv[1] if len(argv) > 1 else None,
-        pool=InstantEvaluator(size=2, delay_s=0.4),
-        reporter_for=lambda _index, _run: QuietReporter(),
-    )
+    try:
+        summary = run_sweep(
+            config,
+            ["strategy.name=greedy,random", "seed=0,1", "concurrency.evaluations=1"],
+            resume=argv[1] if len(argv) > 1 else None,
+            pool=InstantEvaluator(size=2, delay_s=0.4),
+            reporter_for=lambda _index, _run: QuietReporter(),
+        )
+    except Terminated:
+        return 143
     print(summary.sweep_id, flush=True)
     return 130 if summary.interrupted else 0
 

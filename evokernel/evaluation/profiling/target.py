@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
         isolation.confine(request.get("isolation", "required"), workdir, pch)
         guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
         guards.refuse_network()
-        inline_builds.install(request.get("torch_pch"))
+        inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
     model, task = _model(request, workdir, mode, device)
     inputs = make_inputs(task, 0, device)
     if len(argv) > 3:
