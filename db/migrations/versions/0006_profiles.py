@@ -44,8 +44,20 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("task_profiles")
-    with op.batch_alter_table("candidates") as batch:  # SQLite < 3.35 has no DROP COLUMN
-        batch.drop_column("bottleneck")
-    with op.batch_alter_table("evaluations") as batch:
-        batch.drop_column("sol_share")
-        batch.drop_column("bottleneck")
+    _drop_column("candidates", "bottleneck")
+    _drop_column("evaluations", "sol_share")
+    _drop_column("evaluations", "bottleneck")
+
+
+def _drop_column(table: str, column: str) -> None:
+    """SQLite >= 3.35 drops a column in place; a batch rebuild (older SQLite) of ``candidates``
+    would fail its foreign keys (evaluations, parents and the island index point at it)."""
+    bind = op.get_bind()
+    version = bind.dialect.server_version_info or (0,)
+    if bind.dialect.name == "sqlite" and tuple(version) < (3, 35):
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column(column)
+    elif bind.dialect.name == "sqlite":
+        op.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    else:
+        op.drop_column(table, column)
