@@ -31,7 +31,7 @@ def light_scored(
 ) -> Scored:
     """A correct candidate as the features see it: source, speedup and bottleneck, no lineage."""
     cand = Candidate(cid, "", "", 0, island, generation, "", (), source)
-    details = {"profile": {"status": "ok", "bottleneck": bottleneck}} if bottleneck else {}
+    details = {"profiling": {"status": "ok", "bottleneck": bottleneck}} if bottleneck else {}
     return Scored(cand, Evaluation(Status.CORRECT, speedup_eager=speedup, details=details))
 
 

@@ -190,7 +190,7 @@ class EvaluationRow(Base):
     # The server default fills the rows of libraries made before it (migration 0004).
     profile: Mapped[str] = mapped_column(String(20), default="strict", server_default="strict")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    # From details["profile"] (0006): the bottleneck class and the speed-of-light share.
+    # From details["profiling"] (0006): the bottleneck class and the speed-of-light share.
     bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
     sol_share: Mapped[float | None] = mapped_column(Float, nullable=True)
 

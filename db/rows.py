@@ -80,7 +80,7 @@ def eval_columns(evaluation: Evaluation) -> dict[str, Any]:
 def profile_columns(evaluation: Evaluation) -> tuple[str | None, float | None]:
     """(bottleneck, speed-of-light share) of an evaluation's profile; (None, None) without one
     (not profiled, profiling off, or skipped on a CPU)."""
-    profile = evaluation.details.get("profile")
+    profile = evaluation.details.get("profiling")
     if not isinstance(profile, dict) or not str(profile.get("status", "")).startswith("ok"):
         return None, None
     share = (profile.get("sol") or {}).get("share")

@@ -64,7 +64,7 @@ def format_feedback(scored: Scored) -> str:
         lines.append(f"Max abs error vs reference: {ev.max_abs_error:.3g}")
     if ev.interpreter:
         lines.append("(Timings come from Triton's CPU interpreter, not from a GPU.)")
-    profile = format_profile(ev.details.get("profile"), "profile")
+    profile = format_profile(ev.details.get("profiling"), "profile")
     if profile:
         lines.append(profile)
     if ev.feedback:

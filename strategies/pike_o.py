@@ -70,7 +70,7 @@ BOTTLENECKS = ("unknown", "memory-bound", "compute-bound", "latency-bound", "occ
 
 def _bottleneck(sc: Scored, bins: int) -> int:
     # Keeps a memory-bound and a compute-bound line of descent in different cells.
-    profile = sc.evaluation.details.get("profile") if sc.evaluation is not None else None
+    profile = sc.evaluation.details.get("profiling") if sc.evaluation is not None else None
     found = profile.get("bottleneck") if isinstance(profile, dict) and profile.get("status") == "ok" else None
     return min(bins - 1, BOTTLENECKS.index(found) if found in BOTTLENECKS else 0)
 

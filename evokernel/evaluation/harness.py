@@ -123,7 +123,7 @@ def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_
         baselines = measure_reference_baselines(workdir, device, request, gpu)
         details: dict[str, Any] = {"timing": baselines}
         if profiling.wanted(request):
-            details["reference_profile"] = _reference_profile(workdir, device, request, gpu, baselines)
+            details["reference_profiling"] = _reference_profile(workdir, device, request, gpu, baselines)
         evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details=details)
     except Exception as exc:  # noqa: BLE001 - the reference itself failed: the pool logs it
         evaluation = Evaluation(

@@ -335,7 +335,7 @@ class Supervisor:
         self.passed()
         details = {**self.details(), "outputs_via": self.outputs_via()}
         if profile:
-            details["profile"] = profiling.profile_candidate(self, self.work, float(new["median_ms"]))
+            details["profiling"] = profiling.profile_candidate(self, self.work, float(new["median_ms"]))
         self.enter("feedback")
         feedback = timing_feedback(
             new, baselines.get("eager"), baselines.get("compile"), worst, self.device.type == "cpu"

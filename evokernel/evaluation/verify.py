@@ -52,7 +52,7 @@ def verify(
 
 def report_dict(evaluation: Evaluation) -> dict[str, Any]:
     """The ``--json`` object: the issue's required keys first, then the figures and the stages."""
-    profile = evaluation.details.get("profile") or {}
+    profile = evaluation.details.get("profiling") or {}
     return {
         "status": evaluation.status.value,
         "reason": evaluation.reason,
@@ -86,7 +86,7 @@ def format_report(evaluation: Evaluation) -> str:
     for stage in evaluation.details.get("stages", []):
         why = f"  {stage['reason']}" if stage.get("reason") else ""
         lines.append(f"  {stage['stage']:<12} {stage['status']:<7} {stage['seconds']:8.3f} s{why}")
-    profile = evaluation.details.get("profile") or {}
+    profile = evaluation.details.get("profiling") or {}
     if profile:
         lines.append(f"profiling: {profile.get('level')}, {profile.get('status')}")
         lines.extend(f"  {line}" for line in profile_lines(profile))

@@ -120,7 +120,7 @@ class BaselineCache:
         them spares every later one the exclusive GPU time."""
         timing = evaluation.details.get("timing") or {}
         key = timing.get("baseline_key")
-        profile = evaluation.details.get("reference_profile")
+        profile = evaluation.details.get("reference_profiling")
         if key and isinstance(profile, dict) and profile.get("status") == "ok" and self.backing is not None:
             put = getattr(self.backing, "put_task_profile", None)
             if put is not None:

@@ -52,7 +52,7 @@ def format_table(rows: list[list[str]], header: list[str]) -> str:
 
 def sol_cells(best: Scored | None) -> tuple[str, str]:
     """The best kernel's speed-of-light share and bottleneck (evaluation/profiling/), or dashes."""
-    profile = best.evaluation.details.get("profile") if best is not None and best.evaluation else None
+    profile = best.evaluation.details.get("profiling") if best is not None and best.evaluation else None
     if not isinstance(profile, dict) or profile.get("status") != "ok":
         return "-", "-"
     share = (profile.get("sol") or {}).get("share")

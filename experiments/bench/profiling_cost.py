@@ -55,7 +55,7 @@ def corpus_rows(evaluations: list[tuple[str, str, Any]]) -> list[dict[str, Any]]
 
     rows = []
     for task, solution, ev in evaluations:
-        profile = ev.details.get("profile") or {}
+        profile = ev.details.get("profiling") or {}
         timeline = profile.get("timeline") or {}
         counters = profile.get("counters") or {}
         sol = profile.get("sol") or {}
@@ -107,7 +107,7 @@ async def run_corpus(args: argparse.Namespace, library: Any) -> dict[str, Any]:
 
     async def one(task: Path, sol: Path) -> tuple[str, str, Any]:
         ev = await pool.evaluate(tasks[task], sol.read_text())
-        found = (ev.details.get("profile") or {}).get("bottleneck")
+        found = (ev.details.get("profiling") or {}).get("bottleneck")
         print(f"{sol.parent.name}/{sol.name}: {ev.status.value} {found}", flush=True)
         if args.details:  # each row as it comes, so a run cut short keeps what it measured
             row = corpus_rows([(task.stem, f"{sol.parent.name}/{sol.name}", ev)])[0]
@@ -164,9 +164,9 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
     wall = time.monotonic() - start
     pool.shutdown()
     correct = [ev for ev in evaluations if ev.ok]
-    profiled = [ev for ev in correct if (ev.details.get("profile") or {}).get("status") == "ok"]
+    profiled = [ev for ev in correct if (ev.details.get("profiling") or {}).get("status") == "ok"]
     failed = sorted(
-        {str((ev.details.get("profile") or {}).get("status"))[:200] for ev in correct if ev not in profiled}
+        {str((ev.details.get("profiling") or {}).get("status"))[:200] for ev in correct if ev not in profiled}
     )
     return {
         "profile_failures": failed if level != "none" else [],
@@ -176,7 +176,10 @@ async def one_set(level: str, items: list[tuple[Any, str]], library: Any, timeou
         "correct": len(correct),
         "profiled": len(profiled),
         "prepare_s": spread(
-            [float((ev.details["profile"].get("timeline") or {}).get("prepare_s") or 0.0) for ev in profiled]
+            [
+                float((ev.details["profiling"].get("timeline") or {}).get("prepare_s") or 0.0)
+                for ev in profiled
+            ]
         ),
         "profiling_stage_s": spread(
             [s["seconds"] for ev in profiled for s in ev.details["stages"] if s["stage"] == "profiling"]

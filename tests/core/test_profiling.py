@@ -200,9 +200,9 @@ def test_stage_says_skipped_no_gpu_on_a_cpu() -> None:
     assert ev.status is Status.CORRECT, ev.reason
     (stage,) = [s for s in ev.details["stages"] if s["stage"] == "profiling"]
     assert (stage["status"], stage["reason"]) == ("skipped", "no GPU")
-    assert ev.details["profile"]["status"] == "skipped: no GPU"
+    assert ev.details["profiling"]["status"] == "skipped: no GPU"
     off = EvaluationConfig(profiling="none", timing=config.timing)
     ev = run_sandboxed(
         build_request(task, task.seed_source, device="cpu", scale="small", evaluation=off), 120
     )
-    assert "profile" not in ev.details and all(s["stage"] != "profiling" for s in ev.details["stages"])
+    assert "profiling" not in ev.details and all(s["stage"] != "profiling" for s in ev.details["stages"])

@@ -72,7 +72,7 @@ def recorded_parent(tmp_path: Path) -> tuple[SolutionLibrary, Any]:
     lib.register_task(run_id, make_task())
     cid = new_candidate(lib, run_id, PARENT)
     evaluation = Evaluation(
-        Status.CORRECT, runtime_ms=0.268, eager_ms=0.27, speedup_eager=1.01, details={"profile": PROFILE}
+        Status.CORRECT, runtime_ms=0.268, eager_ms=0.27, speedup_eager=1.01, details={"profiling": PROFILE}
     )
     lib.record_evaluation(cid, evaluation)
     return lib, lib.get_candidate(cid)

@@ -68,7 +68,7 @@ def test_bottleneck_feature_keeps_memory_and_compute_bound_lines_apart() -> None
     def profiled(cid: int, speedup: float, bottleneck: str | None) -> Member:
         profile = {"status": "ok", "bottleneck": bottleneck} if bottleneck else {}
         cand = Candidate(cid, "run", "t", cid, 0, 1, "mutate", (), "x")
-        ev = Evaluation(status=Status.CORRECT, speedup_eager=speedup, details={"profile": profile})
+        ev = Evaluation(status=Status.CORRECT, speedup_eager=speedup, details={"profiling": profile})
         return Member(Scored(cand, ev))
 
     strategy = PikeO(features=["bottleneck"], bins=8)

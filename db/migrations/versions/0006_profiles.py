@@ -5,7 +5,7 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-25
 
-The full profile (timeline, counters, floors) stays in ``evaluations.details["profile"]``; the two
+The full profile (timeline, counters, floors) stays in ``evaluations.details["profiling"]``; the two
 columns are what reports, the dashboard and PIKE-O's ``bottleneck`` feature read without opening
 it. ``candidates.bottleneck`` is denormalised like ``speedup``: the island index folds candidate
 rows alone. Rows from before are NULL (no profile was taken). ``task_profiles`` keeps a task's

@@ -1,8 +1,8 @@
 """The profiling stage: after timing, never inside it, for correct candidates and references.
 
 Enters: a candidate that passed timing (its worker still alive, warm, at the timing variant's
-sizes) or a task's reference after its baselines. Leaves: ``details["profile"]`` (or
-``details["reference_profile"]``): the level, a status (``ok``, ``skipped: no GPU``,
+sizes) or a task's reference after its baselines. Leaves: ``details["profiling"]`` (or
+``details["reference_profiling"]``): the level, a status (``ok``, ``skipped: no GPU``,
 ``failed: ...``), the timeline, the counters, the speed of light and the bottleneck verdict.
 A profile never changes a verdict or a timing figure: every failure here is recorded and the
 evaluation goes on.
