@@ -206,3 +206,16 @@ def test_stage_says_skipped_no_gpu_on_a_cpu() -> None:
         build_request(task, task.seed_source, device="cpu", scale="small", evaluation=off), 120
     )
     assert "profiling" not in ev.details and all(s["stage"] != "profiling" for s in ev.details["stages"])
+
+
+def test_run_summary_cells_say_how_close_the_best_kernel_is() -> None:
+    from evokernel.run.progress import sol_cells
+    from evokernel.types import Candidate, Evaluation, Scored
+
+    profile = {"status": "ok", "device": "NVIDIA H200", "bottleneck": "compute-bound", "sol": {"share": 0.71}}
+    best = Scored(
+        Candidate(3, "r", "t", 1, 0, 1, "mutate", (), "x"),
+        Evaluation(Status.CORRECT, details={"profiling": profile}),
+    )
+    assert sol_cells(best) == ("71% of H200", "compute-bound")
+    assert sol_cells(None) == ("-", "-")
