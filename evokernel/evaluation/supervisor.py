@@ -1,12 +1,14 @@
-"""The stages as the supervisor drives them: build, correctness, integrity, timing, feedback.
+"""The stages as the supervisor drives them: build, correctness, integrity, timing, profiling
+(when ``evaluation.profiling`` asks for it: profiling/stage.py), feedback.
 
 Each stage is timed and recorded with its own status and reason in ``details["stages"]``. The
 worker is driven over :mod:`evokernel.evaluation.channel`; every wait has the evaluation's
 deadline, so a hang is a ``timeout`` of the stage it happened in, and a worker that dies is
 ``crashed`` with its signal or exit code.
 
-Over ~300 lines (325) on purpose: the stage sequence is one concept, read top to bottom; the
-worker process's handling (worker_process.py) and the verdict (verdict.py) are apart.
+Over ~300 lines (345) on purpose: the stage sequence is one concept, read top to bottom; the
+worker process's handling (worker_process.py), the verdict (verdict.py) and the profiling stage
+(profiling/stage.py) are apart.
 """
 
 from __future__ import annotations
