@@ -26,6 +26,7 @@ from evokernel.db.models import (
     RunTaskRow,
 )
 from evokernel.db.proposals import ProposalsMixin
+from evokernel.db.reason_key import reason_key
 from evokernel.db.rows import eval_columns as _eval_columns
 from evokernel.db.rows import scored as _scored
 from evokernel.exceptions import LibraryError
@@ -44,7 +45,13 @@ _PROPOSAL_DONE = update(ProposalRow).where(ProposalRow.id == bindparam("proposal
 _CANDIDATE_STATUS = (
     update(CandidateRow)
     .where(CandidateRow.id == bindparam("candidate_id"))
-    .values(status=bindparam("new_status"), reason=bindparam("new_reason"), speedup=bindparam("new_speedup"))
+    .values(
+        status=bindparam("new_status"),
+        reason=bindparam("new_reason"),
+        speedup=bindparam("new_speedup"),
+        stage=bindparam("new_stage"),
+        reason_key=bindparam("new_reason_key"),
+    )
 )
 
 
@@ -133,6 +140,8 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
             "new_status": evaluation.status.value,
             "new_reason": evaluation.reason,
             "new_speedup": evaluation.speedup_eager if evaluation.ok else None,
+            "new_stage": evaluation.stage,
+            "new_reason_key": reason_key(evaluation.reason),
         }
 
         def fn(conn: Connection) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -117,7 +118,18 @@ class CandidateRow(Base):
     __tablename__ = "candidates"
     __table_args__ = (
         Index("ix_candidates_run_task_status", "run_id", "task_id", "status"),
-        Index("ix_candidates_run_task_island", "run_id", "task_id", "island"),
+        # 0005: island history grouped in index order (replaces its prefix (run_id, task_id, island)).
+        Index(
+            "ix_candidates_run_task_island_generation",
+            "run_id",
+            "task_id",
+            "island",
+            "generation",
+            "status",
+            "speedup",
+        ),
+        # 0005: "why it failed" counted from the index alone.
+        Index("ix_candidates_run_task_failures", "run_id", "task_id", "status", "stage", "reason_key"),
         # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows.
         Index("ix_candidates_run_task_generation", "run_id", "task_id", "generation"),
         Index("ix_candidates_run_task_status_speedup", "run_id", "task_id", "status", "speedup"),
@@ -138,6 +150,10 @@ class CandidateRow(Base):
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     branch: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)  # 0002
+    # 0005: the latest evaluation's stage and db/reason_key.py's key of ``reason``, written with
+    # ``status`` so failures group index-only ("" while pending).
+    stage: Mapped[str] = mapped_column(String(20), default="", server_default=text("''"))
+    reason_key: Mapped[str] = mapped_column(String(100), default="", server_default=text("''"))
 
 
 class IslandEventRow(Base):
@@ -191,8 +207,17 @@ class EvaluationRow(Base):
 
 class LLMCallRow(Base):
     __tablename__ = "llm_calls"
+    __table_args__ = (
+        # 0005: per-run usage and cost index-only (replaces the plain run_id index, its prefix).
+        Index(
+            "ix_llm_calls_run_usage",
+            "run_id", "task_id", "model", "outcome",
+            "prompt_tokens", "completion_tokens", "cost_usd", "latency_s",
+        ),
+        Index("ix_llm_calls_proposal_id", "proposal_id"),
+    )  # fmt: skip
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     proposal_id: Mapped[int | None] = mapped_column(ForeignKey("proposals.id"), nullable=True)
     model: Mapped[str] = mapped_column(String(200))
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -205,6 +230,8 @@ class LLMCallRow(Base):
     prompt: Mapped[str] = mapped_column(Text, default="")
     reply: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # 0005: the task of the call's proposal (None without one), copied so usage groups index-only.
+    task_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class BaselineRow(Base):
