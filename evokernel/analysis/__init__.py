@@ -5,7 +5,8 @@ returning frozen dataclasses; nothing here writes. Each function's docstring nam
 it relies on, so a report on a library of a million candidates stays a handful of index walks.
 
 - runs and sweeps: :func:`list_runs`, :func:`list_sweeps`, :func:`get_sweep`, :func:`resolve_target`
-- one run: :func:`run_overview` (per task best, fast_p, geomean), :func:`best_so_far`,
+- one run: :func:`run_overview` (per task best, fast_p, geomean), :func:`best_so_far` (and its steps,
+  :func:`best_steps`),
   :func:`failure_counts`, :func:`llm_usage`, :func:`island_history`
 - candidates: :func:`lineage`, :func:`ancestry`, :func:`candidate_detail`
 - a sweep: :func:`sweep_table` (cells grouped over seeds, mean and spread)
@@ -13,6 +14,7 @@ it relies on, so a report on a library of a million candidates stays a handful o
 
 from __future__ import annotations
 
+from evokernel.analysis.best_steps import BestSteps, best_steps
 from evokernel.analysis.convergence import AXES, ConvergencePoint, best_so_far
 from evokernel.analysis.failures import FailureCount, failure_counts
 from evokernel.analysis.lineage import CandidateDetail, Node, ancestry, candidate_detail, lineage
@@ -30,6 +32,7 @@ from evokernel.analysis.usage import (
 
 __all__ = [
     "AXES",
+    "BestSteps",
     "CandidateDetail",
     "ConvergencePoint",
     "FailureCount",
@@ -47,6 +50,7 @@ __all__ = [
     "TaskOverview",
     "ancestry",
     "best_so_far",
+    "best_steps",
     "candidate_detail",
     "failure_counts",
     "fast_p",

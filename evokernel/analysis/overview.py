@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from evokernel.analysis.runs import RunRow, list_runs
+from evokernel.analysis.runs import RunRow, run_rows
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, EvaluationRow, RunTaskRow
 from evokernel.exceptions import RunNotFoundError
@@ -81,7 +81,7 @@ def run_overview(lib: SolutionLibrary, run_id: str) -> RunOverview:
     """Per task the fastest correct candidate (index (run_id, task_id, status, speedup): one
     index walk per task), its latest evaluation (evaluations.candidate_id index), and counts
     grouped over the (run_id, task_id, status) index."""
-    run = next((r for r in list_runs(lib) if r.id == run_id), None)
+    run = next(iter(lib.read(lambda s: run_rows(s, run_id))), None)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r} in the library")
     per_task = int((run.config.get("budget") or {}).get("evaluations", 0) or 0)

@@ -67,14 +67,15 @@ def run(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
 
 
 def best(lib: SolutionLibrary, run_id: str, x: str) -> dict[str, Any]:
-    """Per task the best-so-far curve thinned to the points where the best changed, plus the last
-    point: a step chart of those is the same picture, and 10^5 points per task are not sent."""
+    """Per task the best-so-far curve as its steps (the points where the best changed, plus the
+    first and last: a step chart of those is the same picture, and 10^5 points per task are not
+    read or sent; :func:`evokernel.analysis.best_steps`)."""
     out: dict[str, Any] = {}
     for task in lib.run_task_hashes(run_id):  # the run's task names without run_overview's counts
-        points = analysis.best_so_far(lib, run_id, task, x)
-        kept = [p for i, p in enumerate(points) if i in (0, len(points) - 1) or p.best != points[i - 1].best]
+        steps = analysis.best_steps(lib, run_id, task, x)
+        kept = steps.points
         out[task] = {
-            "evaluated": len(points),
+            "evaluated": steps.evaluated,
             "points": [[p.x, p.best, p.best_candidate, p.n] for p in kept if p.best is not None]
             + ([[kept[-1].x, None, None, kept[-1].n]] if kept and kept[-1].best is None else []),
         }
