@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from evokernel.db.accounting import AccountingMixin
@@ -51,6 +51,12 @@ _CANDIDATE_STATUS = (
         speedup=bindparam("new_speedup"),
         stage=bindparam("new_stage"),
         reason_key=bindparam("new_reason_key"),
+        # Set once, by the first evaluation (SET expressions read the row as it was).
+        first_evaluation_id=func.coalesce(CandidateRow.first_evaluation_id, bindparam("evaluation_id")),
+        first_speedup=case(
+            (CandidateRow.first_evaluation_id.is_(None), bindparam("new_speedup")),
+            else_=CandidateRow.first_speedup,
+        ),
     )
 )
 
@@ -145,8 +151,10 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
         }
 
         def fn(conn: Connection) -> None:
-            conn.execute(insert(EvaluationRow), row)
-            conn.execute(_CANDIDATE_STATUS, status)
+            inserted = conn.execute(insert(EvaluationRow), row).inserted_primary_key
+            if inserted is None:  # both backends return it; without it first_evaluation_id is lost
+                raise LibraryError("the database returned no id for the new evaluation")
+            conn.execute(_CANDIDATE_STATUS, {**status, "evaluation_id": inserted[0]})
 
         self._scope.run_core(fn)
 

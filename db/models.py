@@ -128,10 +128,20 @@ class CandidateRow(Base):
             "status",
             "speedup",
         ),
+        # 0005: the best-so-far curve's steps found by short index walks (evokernel.analysis.best_steps).
+        Index(
+            "ix_candidates_run_task_first_evaluation",
+            "run_id",
+            "task_id",
+            "first_evaluation_id",
+            "first_speedup",
+        ),
         # 0005: "why it failed" counted from the index alone.
         Index("ix_candidates_run_task_failures", "run_id", "task_id", "status", "stage", "reason_key"),
-        # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows.
-        Index("ix_candidates_run_task_generation", "run_id", "task_id", "generation"),
+        # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows;
+        # 0005 added status to the generation index: the newest evaluated candidates (pool activity,
+        # the tree window) are a backward walk of it alone.
+        Index("ix_candidates_run_task_generation_status", "run_id", "task_id", "generation", "status"),
         Index("ix_candidates_run_task_status_speedup", "run_id", "task_id", "status", "speedup"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -154,6 +164,10 @@ class CandidateRow(Base):
     # ``status`` so failures group index-only ("" while pending).
     stage: Mapped[str] = mapped_column(String(20), default="", server_default=text("''"))
     reason_key: Mapped[str] = mapped_column(String(100), default="", server_default=text("''"))
+    # 0005: the candidate's first evaluation and, if it was correct, its speedup vs eager: the order
+    # and verdicts the best-so-far curve follows (None while pending).
+    first_evaluation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class IslandEventRow(Base):

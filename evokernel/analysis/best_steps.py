@@ -5,25 +5,24 @@ and the last: :func:`best_steps` gives exactly those points of :func:`best_so_fa
 ``x``, ``best`` and ``best_candidate``) without building one point per evaluated candidate, which
 is what the dashboard asks for at every change of a 10^5-candidate task.
 
-Against evaluations (the default axis) it reads indexes only, two passes over a task's candidates:
-the correct ones through ix_candidates_run_task_status_speedup, each with its first evaluation's
-id from ix_evaluations_candidate_id (their running maximum in that order gives the records), then
-every candidate's first evaluation counted into the records' intervals (their ``n``). That uses
-the candidate's stored verdict, which is its first evaluation's while it has only one, as every
-candidate a run writes has; a task with a re-evaluated candidate, and the wall-time and dollar
-axes, take the full curve and thin it.
+Against evaluations (the default axis) it walks ix_candidates_run_task_first_evaluation: each
+candidate's first evaluation and that evaluation's speedup if it was correct, which the library
+stores with the candidate (migration 0005). Each step of the curve is the next candidate, in
+first-evaluation order, faster than the last step: one LIMIT 1 index walk from the last step, so
+all walks together read the index up to the final step once, in the database, and its place is
+an index range count. The wall-time and dollar axes take the full curve and thin it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import case, func, literal, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evokernel.analysis.convergence import ConvergencePoint, best_so_far
 from evokernel.db import SolutionLibrary
-from evokernel.db.models import CandidateRow, EvaluationRow, RunRow, RunTaskRow
+from evokernel.db.models import CandidateRow, RunRow, RunTaskRow
 from evokernel.exceptions import AnalysisError
 
 
@@ -44,44 +43,50 @@ def thin(points: list[ConvergencePoint]) -> tuple[ConvergencePoint, ...]:
 
 def best_steps(lib: SolutionLibrary, run_id: str, task: str, x: str = "evaluations") -> BestSteps:
     """``thin(best_so_far(lib, run_id, task, x))`` and its length, index-only for ``x="evaluations"``."""
-    steps = lib.read(lambda s: _steps(s, run_id, task)) if x == "evaluations" else None
-    if steps is None:
-        points = best_so_far(lib, run_id, task, x)
-        return BestSteps(len(points), thin(points))
-    return steps
+    if x == "evaluations":
+        return lib.read(lambda s: _steps(s, run_id, task))
+    points = best_so_far(lib, run_id, task, x)
+    return BestSteps(len(points), thin(points))
 
 
-def _steps(s: Session, run_id: str, task: str) -> BestSteps | None:
+def _steps(s: Session, run_id: str, task: str) -> BestSteps:
     task_id = s.scalar(select(RunTaskRow.task_id).where(RunTaskRow.run_id == run_id, RunTaskRow.name == task))
     if task_id is None or s.get(RunRow, run_id) is None:
         raise AnalysisError(f"run {run_id!r} has no task {task!r}")
-    c, e = CandidateRow, EvaluationRow
+    c = CandidateRow
     mine = (c.run_id == run_id, c.task_id == task_id)
-    first = select(func.min(e.id)).where(e.candidate_id == c.id).correlate(c).scalar_subquery()
-    correct = s.execute(
-        select(first, c.speedup, c.id).where(*mine, c.status == "correct", c.speedup.is_not(None))
-    ).all()
+    # Each record: the next candidate, in first-evaluation order, faster than the last record. One
+    # LIMIT 1 walk each, all walks together cover the index entries up to the last record once.
     records: list[tuple[int, float, int]] = []  # (first evaluation id, speedup, candidate)
-    for at, speedup, cid in sorted(r for r in correct if r[0] is not None):
-        if not records or speedup > records[-1][1]:
-            records.append((at, speedup, cid))
-    # Each evaluated candidate counted into the interval of records its first evaluation falls in.
-    firsts = select(first.label("first")).where(*mine).subquery()
-    whens = [(firsts.c.first <= at, k) for k, (at, _s, _c) in enumerate(records)]
-    interval = case(*whens, else_=len(records)) if whens else literal(0)
-    counts: dict[int, int] = dict(
-        s.execute(select(interval, func.count()).where(firsts.c.first.is_not(None)).group_by(interval)).all()
-    )
-    evaluated = sum(counts.values())
-    evaluations = s.scalar(select(func.count()).select_from(c).join(e, e.candidate_id == c.id).where(*mine))
-    if evaluations != evaluated:
-        return None  # a re-evaluated candidate: its first verdict is not the stored one
+    while True:
+        after, faster = (
+            (records[-1][0], c.first_speedup > records[-1][1])
+            if records
+            else (0, c.first_speedup.is_not(None))
+        )
+        row = s.execute(
+            select(c.first_evaluation_id, c.first_speedup, c.id)
+            .where(*mine, c.first_evaluation_id > after, faster)
+            .order_by(c.first_evaluation_id)
+            .limit(1)
+        ).first()
+        if row is None:
+            break
+        records.append((int(row[0]), float(row[1]), int(row[2])))
+    # A record's place n: candidates first evaluated up to it (ranges between records, counted).
+    positions, n, low = [], 0, 0
+    for at, _speedup, _cid in records:
+        n += (
+            s.scalar(
+                select(func.count()).where(*mine, c.first_evaluation_id > low, c.first_evaluation_id <= at)
+            )
+            or 0
+        )
+        positions.append(n)
+        low = at
+    evaluated = n + (s.scalar(select(func.count()).where(*mine, c.first_evaluation_id > low)) or 0)
     if evaluated == 0:
         return BestSteps(0, ())
-    positions, n = [], 0
-    for k in range(len(records)):
-        n += counts.get(k, 0)
-        positions.append(n)  # the record's own place: candidates first evaluated up to it
     points = []
     for n in sorted({1, evaluated, *positions}):
         held = [r for r, at in zip(records, positions, strict=True) if at <= n]

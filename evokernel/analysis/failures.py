@@ -70,9 +70,10 @@ def failure_counts(lib: SolutionLibrary, run_id: str) -> list[FailureCount]:
         out.sort(key=lambda f: f.examples[0])  # first seen first, so equal counts keep their order
         p = ProposalRow
         groups: dict[tuple[str, str], list[int]] = {}
-        for pid, task_id, why in s.execute(
-            select(p.id, p.task_id, p.reason).where(p.run_id == run_id, p.state == "failed").order_by(p.id)
-        ):
+        failed = select(p.id, p.task_id, p.reason).where(
+            p.run_id == run_id, p.task_id.in_(list(names)), p.state == "failed"
+        )  # every column of ix_proposals_run_task_state given; sorted here, or SQLite may scan by id
+        for pid, task_id, why in sorted(s.execute(failed)):
             groups.setdefault((names.get(task_id, "?"), reason_key(why)), []).append(pid)
         out += [
             FailureCount(task, "mutation", "failed", reason, len(ids), tuple(ids[:EXAMPLES]))

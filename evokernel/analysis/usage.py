@@ -61,7 +61,7 @@ def llm_usage(lib: SolutionLibrary, run_id: str) -> list[ModelUsage]:
 
     def fn(s: Session) -> list[ModelUsage]:
         call = LLMCallRow
-        names = _task_names(s, run_id)
+        names = task_names(s, run_id)
         failed = func.sum(func.cast(call.outcome != "ok", type_=call.prompt_tokens.type))
         stmt = (
             select(
@@ -99,9 +99,24 @@ def llm_usage(lib: SolutionLibrary, run_id: str) -> list[ModelUsage]:
     return sorted(lib.read(fn), key=lambda u: (u.task, u.model))
 
 
-def _task_names(s: Session, run_id: str) -> dict[Any, Any]:
+def task_names(s: Session, run_id: str) -> dict[Any, Any]:
+    """Task id -> the run's name for it."""
     return dict(
         s.execute(select(RunTaskRow.task_id, RunTaskRow.name).where(RunTaskRow.run_id == run_id)).all()
+    )
+
+
+def island_moves(
+    s: Session, run_id: str, names: dict[Any, Any], task_ids: list[Any] | None = None
+) -> tuple[IslandMove, ...]:
+    """The run's island events in the order they were recorded (``task_ids``: those tasks' only)."""
+    e = IslandEventRow
+    stmt = select(e).where(e.run_id == run_id)
+    if task_ids is not None:
+        stmt = stmt.where(e.task_id.in_(task_ids))
+    return tuple(
+        IslandMove(names.get(r.task_id, "?"), r.generation, r.kind, r.island, r.candidate_id, r.from_island)
+        for r in s.scalars(stmt.order_by(e.id))
     )
 
 
@@ -111,29 +126,21 @@ def island_history(lib: SolutionLibrary, run_id: str, task: str | None = None) -
     (ix_island_events_run_task); ``task`` keeps one task's."""
 
     def fn(s: Session) -> IslandHistory:
-        names = _task_names(s, run_id)
+        names = task_names(s, run_id)
         wanted = [t for t, name in names.items() if name == task] if task is not None else None
         c = CandidateRow
         correct = func.sum(func.cast(c.status == "correct", type_=c.island.type))
         stmt = select(c.task_id, c.island, c.generation, func.count(), correct, func.max(c.speedup)).where(
             c.run_id == run_id
         )
-        e = IslandEventRow
-        events_stmt = select(e).where(e.run_id == run_id)
         if wanted is not None:
             stmt = stmt.where(c.task_id.in_(wanted))
-            events_stmt = events_stmt.where(e.task_id.in_(wanted))
         gens = [
             IslandGeneration(names.get(t, "?"), island, gen, int(n), int(ok or 0), best)
             for t, island, gen, n, ok, best in s.execute(stmt.group_by(c.task_id, c.island, c.generation))
         ]
-        events = [
-            IslandMove(
-                names.get(r.task_id, "?"), r.generation, r.kind, r.island, r.candidate_id, r.from_island
-            )
-            for r in s.scalars(events_stmt.order_by(e.id))
-        ]
+        events = island_moves(s, run_id, names, wanted)
         gens.sort(key=lambda g: (g.task, g.generation, g.island))
-        return IslandHistory(tuple(gens), tuple(events))
+        return IslandHistory(tuple(gens), events)
 
     return lib.read(fn)

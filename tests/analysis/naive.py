@@ -8,9 +8,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from evokernel.analysis import FailureCount, IslandGeneration, ModelUsage, best_so_far
+from evokernel.analysis import FailureCount, IslandGeneration, ModelUsage, best_so_far, island_history
 from evokernel.analysis.best_steps import thin
 from evokernel.analysis.convergence import ConvergencePoint
+from evokernel.dashboard.api import jsonable
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProposalRow, RunTaskRow
 from evokernel.db.reason_key import reason_key
@@ -118,3 +119,33 @@ def failure_counts(lib: SolutionLibrary, run_id: str) -> list[FailureCount]:
 def steps(lib: SolutionLibrary, run_id: str, task: str, x: str) -> tuple[int, tuple[ConvergencePoint, ...]]:
     points = best_so_far(lib, run_id, task, x)
     return len(points), thin(points)
+
+
+def islands_json(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
+    """The dashboard's /islands answer as it was built from island_history's generation rows."""
+    history = island_history(lib, run_id)
+    per: dict[str, dict[int, dict[str, Any]]] = {}
+    for g in history.generations:
+        isl = per.setdefault(g.task, {}).setdefault(
+            g.island, {"island": g.island, "candidates": 0, "correct": 0, "best": None, "curve": []}
+        )
+        isl["candidates"] += g.candidates
+        isl["correct"] += g.correct
+        if g.best_speedup is not None and (isl["best"] is None or g.best_speedup > isl["best"]):
+            isl["best"] = g.best_speedup
+            isl["curve"].append([g.generation, g.best_speedup])
+        isl["last_generation"] = max(isl.get("last_generation", 0), g.generation)
+    out: dict[str, Any] = {}
+    for task, islands_of_task in per.items():
+        events = [jsonable(e) for e in history.events if e.task == task]
+        for isl in islands_of_task.values():
+            if isl["curve"] and isl["last_generation"] > isl["curve"][-1][0]:
+                isl["curve"].append([isl["last_generation"], isl["best"]])
+            mine = [e for e in events if e["island"] == isl["island"]]
+            isl["migrants_in"] = sum(1 for e in mine if e["kind"] == "migrate")
+            isl["migrants_out"] = sum(
+                1 for e in events if e["kind"] == "migrate" and e["from_island"] == isl["island"]
+            )
+            isl["resets"] = sum(1 for e in mine if e["kind"] == "reset")
+        out[task] = {"islands": [islands_of_task[i] for i in sorted(islands_of_task)], "events": events}
+    return {"tasks": out}

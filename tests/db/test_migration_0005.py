@@ -11,7 +11,8 @@ from evokernel.types import Evaluation, Status
 from tests.dashboard.fixture_library import build
 
 QUERIES = {
-    "candidates": "SELECT id, stage, reason_key FROM candidates ORDER BY id",
+    "candidates": "SELECT id, stage, reason_key, first_evaluation_id, first_speedup FROM candidates"
+    " ORDER BY id",
     "llm_calls": "SELECT id, task_id FROM llm_calls ORDER BY id",
 }
 
@@ -36,9 +37,10 @@ def test_upgrade_from_0004_fills_what_the_writer_writes(library_url: str) -> Non
     )
     lib.close()
     written = _columns(url)
-    assert tuple(s for cid, s, _k in written["candidates"] if cid == fixture.child) == ("correctness",)
-    assert any(k == "RuntimeError: boom" for _c, _s, k in written["candidates"])
-    assert sum(1 for _c, _s, k in written["candidates"] if k) == 5  # 4 failures + the re-evaluated one
+    child = next(r for r in written["candidates"] if r[0] == fixture.child)
+    # The latest verdict's stage and key; the first verdict's speedup (the runtime error came later).
+    assert child[1:3] == ("correctness", "RuntimeError: boom") and child[4] == 1.3
+    assert sum(1 for row in written["candidates"] if row[2]) == 5  # 4 failures + the re-evaluated one
     assert all(task is not None for _id, task in written["llm_calls"])
 
     command.downgrade(alembic_config(url), "0004")  # drops the columns

@@ -16,13 +16,23 @@ read whole tables at 1M evaluations; this revision gives each an index that answ
   failure grouping key of db/reason_key.py, written with ``status`` and ``reason``) and
   ``ix_candidates_run_task_failures`` (run_id, task_id, status, stage, reason_key): "why it
   failed" is counted from the index, without reading evaluations or reasons.
+- ``candidates.first_evaluation_id`` and ``candidates.first_speedup`` (its first evaluation, and
+  that evaluation's speedup vs eager if it was correct: set once, when the first evaluation is
+  recorded) and ``ix_candidates_run_task_first_evaluation`` (run_id, task_id, first_evaluation_id,
+  first_speedup): the best-so-far curve's steps are short index walks, not a read of every
+  evaluation of the task.
+- ``ix_candidates_run_task_generation_status`` (run_id, task_id, generation, status) replaces
+  0002's (run_id, task_id, generation): the newest evaluated candidates of a task (pool activity,
+  the tree window) are a backward walk of it alone, which SQLite no longer trades for a sort of
+  the covering island index below.
 - ``ix_candidates_run_task_island_generation`` (run_id, task_id, island, generation, status,
   speedup): island history grouped in index order; replaces ``ix_candidates_run_task_island``,
   its prefix.
 
-Existing rows are filled here (stage and task_id in SQL, reason_key in Python with the library's
-own function; offline SQL mode cannot run Python, so it leaves reason_key "" for existing rows).
-New columns have server defaults ("" / NULL) so rows written by older code stay readable.
+Existing rows are filled here (first evaluations, stage and task_id in SQL, reason_key in Python
+with the library's own function; offline SQL mode cannot run Python, so it leaves reason_key ""
+for existing rows). New columns have server defaults ("" / NULL) so rows written by older code
+stay readable.
 tests/db/test_migrations.py compares the migrated schema with db/models.py on both backends.
 """
 
@@ -45,6 +55,8 @@ USAGE_COLUMNS = [
 ]  # fmt: skip
 ISLAND_COLUMNS = ["run_id", "task_id", "island", "generation", "status", "speedup"]
 FAILURE_COLUMNS = ["run_id", "task_id", "status", "stage", "reason_key"]
+GENERATION_COLUMNS = ["run_id", "task_id", "generation", "status"]
+FIRST_COLUMNS = ["run_id", "task_id", "first_evaluation_id", "first_speedup"]
 BATCH = 20_000  # candidates per reason_key round trip: bounded memory at any library size
 
 
@@ -55,6 +67,17 @@ def upgrade() -> None:
     )
     op.add_column(
         "candidates", sa.Column("reason_key", sa.String(100), nullable=False, server_default=sa.text("''"))
+    )
+    op.add_column("candidates", sa.Column("first_evaluation_id", sa.Integer(), nullable=True))
+    op.add_column("candidates", sa.Column("first_speedup", sa.Float(), nullable=True))
+    op.execute(
+        "UPDATE candidates SET first_evaluation_id = (SELECT min(e.id) FROM evaluations e"
+        " WHERE e.candidate_id = candidates.id)"
+    )
+    op.execute(
+        "UPDATE candidates SET first_speedup = (SELECT e.speedup_eager FROM evaluations e"
+        " WHERE e.id = candidates.first_evaluation_id AND e.status = 'correct')"
+        " WHERE first_evaluation_id IS NOT NULL"
     )
     op.execute(
         "UPDATE llm_calls SET task_id = (SELECT p.task_id FROM proposals p"
@@ -70,9 +93,12 @@ def upgrade() -> None:
     op.drop_index("ix_llm_calls_run_id", table_name="llm_calls")
     op.create_index("ix_llm_calls_run_usage", "llm_calls", USAGE_COLUMNS)
     op.create_index("ix_llm_calls_proposal_id", "llm_calls", ["proposal_id"])
+    op.drop_index("ix_candidates_run_task_generation", table_name="candidates")
+    op.create_index("ix_candidates_run_task_generation_status", "candidates", GENERATION_COLUMNS)
     op.drop_index("ix_candidates_run_task_island", table_name="candidates")
     op.create_index("ix_candidates_run_task_island_generation", "candidates", ISLAND_COLUMNS)
     op.create_index("ix_candidates_run_task_failures", "candidates", FAILURE_COLUMNS)
+    op.create_index("ix_candidates_run_task_first_evaluation", "candidates", FIRST_COLUMNS)
 
 
 def _fill_reason_keys() -> None:
@@ -90,14 +116,19 @@ def _fill_reason_keys() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_candidates_run_task_first_evaluation", table_name="candidates")
     op.drop_index("ix_candidates_run_task_failures", table_name="candidates")
     op.drop_index("ix_candidates_run_task_island_generation", table_name="candidates")
     op.create_index("ix_candidates_run_task_island", "candidates", ["run_id", "task_id", "island"])
+    op.drop_index("ix_candidates_run_task_generation_status", table_name="candidates")
+    op.create_index("ix_candidates_run_task_generation", "candidates", ["run_id", "task_id", "generation"])
     op.drop_index("ix_llm_calls_proposal_id", table_name="llm_calls")
     op.drop_index("ix_llm_calls_run_usage", table_name="llm_calls")
     op.create_index("ix_llm_calls_run_id", "llm_calls", ["run_id"])
     # Plain DROP COLUMN (SQLite >= 3.35): batch mode would recreate candidates, which other
     # tables reference, and SQLite refuses to drop a referenced table that has rows.
+    op.drop_column("candidates", "first_speedup")
+    op.drop_column("candidates", "first_evaluation_id")
     op.drop_column("candidates", "reason_key")
     op.drop_column("candidates", "stage")
     op.drop_column("llm_calls", "task_id")
