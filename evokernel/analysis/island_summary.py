@@ -10,9 +10,10 @@ walk of the index in the database, and each rise is found by one short walk from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from evokernel.analysis.usage import IslandMove, island_moves, task_names
@@ -68,17 +69,17 @@ def island_summary(lib: SolutionLibrary, run_id: str) -> IslandSummaries:
 def _rises(s: Session, run_id: str, task_id: int, island: int) -> tuple[tuple[int, float], ...]:
     c = CandidateRow
     mine = (c.run_id == run_id, c.task_id == task_id, c.island == island)
+    # The generation and best of the first generation after ``after`` holding a candidate faster
+    # than ``best``: two walks of the island's index range, the first stopping at its first hit.
+    rise = (
+        select(func.min(c.generation))
+        .where(*mine, c.generation > bindparam("after"), c.speedup > bindparam("best"))
+        .scalar_subquery()
+    )
+    step = select(c.generation, func.max(c.speedup)).where(*mine, c.generation == rise).group_by(c.generation)
     curve: list[tuple[int, float]] = []
-    while True:
-        later = (
-            (c.generation > curve[-1][0], c.speedup > curve[-1][1]) if curve else (c.speedup.is_not(None),)
-        )
-        rise = select(func.min(c.generation)).where(*mine, *later).scalar_subquery()
-        row = s.execute(
-            select(c.generation, func.max(c.speedup))
-            .where(*mine, c.generation == rise)
-            .group_by(c.generation)
-        ).first()
-        if row is None:
-            return tuple(curve)
-        curve.append((int(row[0]), float(row[1])))
+    after, best = -1, -math.inf  # generations count from 0; any speedup beats -inf
+    while (row := s.execute(step, {"after": after, "best": best}).first()) is not None:
+        after, best = int(row[0]), float(row[1])
+        curve.append((after, best))
+    return tuple(curve)

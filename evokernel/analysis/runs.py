@@ -62,21 +62,25 @@ def list_runs(lib: SolutionLibrary) -> list[RunRow]:
     return lib.read(lambda s: run_rows(s))
 
 
-def run_rows(s: Session, run_id: str | None = None) -> list[RunRow]:
-    """The rows of every run, or of ``run_id`` only. Counts walk ix_candidates_run_task_status,
-    each task's best is one seek of ix_candidates_run_task_status_speedup and costs sum
-    ix_llm_calls_run_usage, all index-only: ~0.2 s for a library of 1M evaluations (docs/
-    benchmarks.md); one run reads only its own index ranges."""
+def run_rows(s: Session, run_id: str | None = None, evaluated: dict[str, int] | None = None) -> list[RunRow]:
+    """The rows of every run, or of ``run_id`` only. Counts walk ix_candidates_run_task_status
+    (unless ``evaluated`` gives them), each task's best is one seek of
+    ix_candidates_run_task_status_speedup and costs sum ix_llm_calls_run_usage, all index-only:
+    ~0.2 s for a library of 1M evaluations (docs/benchmarks.md); one run reads only its own
+    index ranges."""
     c, call, rt = CandidateRow, LLMCallRow, RunTaskRow
 
     def of_run(stmt: Any, column: Any) -> Any:
         return stmt if run_id is None else stmt.where(column == run_id)
 
-    evaluated: dict[Any, Any] = dict(
-        s.execute(
-            of_run(select(c.run_id, func.count()).where(c.status != "pending"), c.run_id).group_by(c.run_id)
-        ).all()
-    )
+    if evaluated is None:
+        evaluated = dict(
+            s.execute(
+                of_run(select(c.run_id, func.count()).where(c.status != "pending"), c.run_id).group_by(
+                    c.run_id
+                )
+            ).all()
+        )
     task_best = (
         select(func.max(c.speedup))
         .where(c.run_id == rt.run_id, c.task_id == rt.task_id, c.status == "correct")

@@ -111,12 +111,13 @@ def island_moves(
 ) -> tuple[IslandMove, ...]:
     """The run's island events in the order they were recorded (``task_ids``: those tasks' only)."""
     e = IslandEventRow
-    stmt = select(e).where(e.run_id == run_id)
+    stmt = select(e.task_id, e.generation, e.kind, e.island, e.candidate_id, e.from_island).where(
+        e.run_id == run_id
+    )
     if task_ids is not None:
         stmt = stmt.where(e.task_id.in_(task_ids))
     return tuple(
-        IslandMove(names.get(r.task_id, "?"), r.generation, r.kind, r.island, r.candidate_id, r.from_island)
-        for r in s.scalars(stmt.order_by(e.id))
+        IslandMove(names.get(task_id, "?"), *rest) for task_id, *rest in s.execute(stmt.order_by(e.id))
     )
 
 
