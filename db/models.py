@@ -229,6 +229,8 @@ class LLMCallRow(Base):
             "prompt_tokens", "completion_tokens", "cost_usd", "latency_s",
         ),
         Index("ix_llm_calls_proposal_id", "proposal_id"),
+        # 0005: a run's dollars up to any time (the best-so-far curve against LLM USD).
+        Index("ix_llm_calls_run_time", "run_id", "created_at", "cost_usd"),
     )  # fmt: skip
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

@@ -2,27 +2,32 @@
 
 A step chart of the best-so-far curve only needs the points where the best changed, plus the first
 and the last: :func:`best_steps` gives exactly those points of :func:`best_so_far` (same ``n``,
-``x``, ``best`` and ``best_candidate``) without building one point per evaluated candidate, which
-is what the dashboard asks for at every change of a 10^5-candidate task.
+``best`` and ``best_candidate``; the same ``x``, dollars summed in another order) without building
+one point per evaluated candidate, which is what the dashboard asks for at every change of a
+10^5-candidate task.
 
-Against evaluations (the default axis) it walks ix_candidates_run_task_first_evaluation: each
-candidate's first evaluation and that evaluation's speedup if it was correct, which the library
-stores with the candidate (migration 0005). Each step of the curve is the next candidate, in
-first-evaluation order, faster than the last step: one LIMIT 1 index walk from the last step, so
-all walks together read the index up to the final step once, in the database, and its place is
-an index range count. The wall-time and dollar axes take the full curve and thin it.
+It walks ix_candidates_run_task_first_evaluation: each candidate's first evaluation and that
+evaluation's speedup if it was correct, which the library stores with the candidate (migration
+0005). Each step of the curve is the next candidate, in first-evaluation order, faster than the
+last step: one LIMIT 1 index walk from the last step, so all walks together read the index up to
+the final step once, in the database; a step's place is an index range count. Against time, the
+steps' evaluations are read by primary key, plus the last evaluation time of each session (a
+killed or running session ends there: one grouped pass over the task's first evaluations);
+against dollars, the run's calls up to each step are summed over ix_llm_calls_run_time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from evokernel.analysis.convergence import ConvergencePoint, best_so_far
+from evokernel.analysis.convergence import AXES, ConvergencePoint, active_seconds, session_starts
 from evokernel.db import SolutionLibrary
-from evokernel.db.models import CandidateRow, RunRow, RunTaskRow
+from evokernel.db.models import CandidateRow, EvaluationRow, LLMCallRow, RunEventRow, RunRow, RunTaskRow
 from evokernel.exceptions import AnalysisError
 
 
@@ -42,21 +47,19 @@ def thin(points: list[ConvergencePoint]) -> tuple[ConvergencePoint, ...]:
 
 
 def best_steps(lib: SolutionLibrary, run_id: str, task: str, x: str = "evaluations") -> BestSteps:
-    """``thin(best_so_far(lib, run_id, task, x))`` and its length, index-only for ``x="evaluations"``."""
-    if x == "evaluations":
-        return lib.read(lambda s: _steps(s, run_id, task))
-    points = best_so_far(lib, run_id, task, x)
-    return BestSteps(len(points), thin(points))
+    """``thin(best_so_far(lib, run_id, task, x))`` and its length, from indexes."""
+    if x not in AXES:
+        raise AnalysisError(f"x must be one of {', '.join(AXES)}, not {x!r}")
+    return lib.read(lambda s: _steps(s, run_id, task, x))
 
 
-def _steps(s: Session, run_id: str, task: str) -> BestSteps:
+def _steps(s: Session, run_id: str, task: str, x: str) -> BestSteps:
     task_id = s.scalar(select(RunTaskRow.task_id).where(RunTaskRow.run_id == run_id, RunTaskRow.name == task))
-    if task_id is None or s.get(RunRow, run_id) is None:
+    run = s.get(RunRow, run_id)
+    if task_id is None or run is None:
         raise AnalysisError(f"run {run_id!r} has no task {task!r}")
     c = CandidateRow
     mine = (c.run_id == run_id, c.task_id == task_id)
-    # Each record: the next candidate, in first-evaluation order, faster than the last record. One
-    # LIMIT 1 walk each, all walks together cover the index entries up to the last record once.
     records: list[tuple[int, float, int]] = []  # (first evaluation id, speedup, candidate)
     while True:
         after, faster = (
@@ -87,9 +90,70 @@ def _steps(s: Session, run_id: str, task: str) -> BestSteps:
     evaluated = n + (s.scalar(select(func.count()).where(*mine, c.first_evaluation_id > low)) or 0)
     if evaluated == 0:
         return BestSteps(0, ())
+    # The evaluation behind each kept point: a record's own, the first and the last.
+    first, last = s.execute(
+        select(func.min(c.first_evaluation_id), func.max(c.first_evaluation_id)).where(*mine)
+    ).one()
+    at_n = {1: first, evaluated: last} | {pos: r[0] for r, pos in zip(records, positions, strict=True)}
+    kept = sorted(at_n)
+    xs = (
+        [float(n) for n in kept]
+        if x == "evaluations"
+        else _times_to_x(s, run, task_id, x, [at_n[n] for n in kept])
+    )
     points = []
-    for n in sorted({1, evaluated, *positions}):
-        held = [r for r, at in zip(records, positions, strict=True) if at <= n]
+    for n, xv in zip(kept, xs, strict=True):
+        held = [r for r, pos in zip(records, positions, strict=True) if pos <= n]
         best, holder = (held[-1][1], held[-1][2]) if held else (None, None)
-        points.append(ConvergencePoint(n, float(n), best, holder))
+        points.append(ConvergencePoint(n, xv, best, holder))
     return BestSteps(evaluated, tuple(points))
+
+
+def _times_to_x(s: Session, run: RunRow, task_id: int, x: str, evaluation_ids: list[int]) -> list[float]:
+    e = EvaluationRow
+    when: dict[Any, Any] = dict(s.execute(select(e.id, e.created_at).where(e.id.in_(evaluation_ids))).all())
+    times: list[datetime] = [when[i] for i in evaluation_ids]
+    if x == "usd":
+        return _usd_at(s, run.id, times)
+    events = [
+        (kind, t)
+        for kind, t in s.execute(
+            select(RunEventRow.kind, RunEventRow.created_at)
+            .where(RunEventRow.run_id == run.id)
+            .order_by(RunEventRow.id)
+        )
+    ]
+    # Each session's last evaluation of the task (where a killed or running session ends).
+    c = CandidateRow
+    bounds = sorted(set(session_starts(events, run.created_at)[1:]))
+    lasts = (
+        select(func.max(e.created_at))
+        .select_from(c)
+        .join(e, e.id == c.first_evaluation_id)
+        .where(c.run_id == run.id, c.task_id == task_id)
+    )
+    if bounds:  # one group per session: bisect's sessions, as CASE thresholds
+        lasts = lasts.group_by(
+            case(*((e.created_at < b, k) for k, b in enumerate(bounds)), else_=len(bounds))
+        )
+    return active_seconds(times, events, run.created_at, [t for t in s.scalars(lasts) if t is not None])
+
+
+def _usd_at(s: Session, run_id: str, times: list[datetime]) -> list[float]:
+    """Dollars of the run's calls recorded at or before each of ``times`` (one pass over
+    ix_llm_calls_run_time up to the latest of them, summed between consecutive times)."""
+    call = LLMCallRow
+    bounds = sorted(set(times))
+    interval = case(*((call.created_at <= b, k) for k, b in enumerate(bounds)))
+    sums: dict[Any, Any] = dict(
+        s.execute(
+            select(interval, func.sum(call.cost_usd))
+            .where(call.run_id == run_id, call.created_at <= bounds[-1])
+            .group_by(interval)
+        ).all()
+    )
+    total, upto = 0.0, {}
+    for k, b in enumerate(bounds):
+        total += float(sums.get(k) or 0.0)
+        upto[b] = total
+    return [upto[t] for t in times]

@@ -80,6 +80,11 @@ def pages(lib: SolutionLibrary, run_id: str) -> Work:
             (f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id)),
             (f"/api/runs/{run_id}/islands", lambda: api.islands(lib, run_id)),
         ],
+        # The run page's chart switched to its other axes (one JSON call each).
+        "run_axis_wall_s": [
+            (f"/api/runs/{run_id}/best?x=wall_s", lambda: api.best(lib, run_id, "wall_s")),
+        ],
+        "run_axis_usd": [(f"/api/runs/{run_id}/best?x=usd", lambda: api.best(lib, run_id, "usd"))],
         "tree": [(f"/api/runs/{run_id}/tree?task={task}", lambda: api.tree(lib, run_id, task))],
         "candidate": [(f"/api/candidates/{best}", lambda: api.candidate(lib, best))],
         "failures": [(f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id))],

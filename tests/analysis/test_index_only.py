@@ -14,13 +14,13 @@ from evokernel.db.models import CandidateRow, EvaluationRow
 from evokernel.types import LLMCall, Proposal
 from tests.analysis import naive
 from tests.analysis.test_analysis import TASKS
-from tests.dashboard.fixture_library import build, correct
+from tests.dashboard.fixture_library import add, build, correct
 
 
 @pytest.fixture
 def library(library_url: str) -> tuple[SolutionLibrary, str, str]:
     """(library, engine run, fixture run). The fixture run also gets a failed proposal, an LLM
-    call without a proposal and, in its "softmax" task, a re-evaluated candidate."""
+    call without a proposal, in its "softmax" task a re-evaluated candidate, and a second session."""
     fixture = build(library_url)
     config = instant_config("greedy", None, library_url, TASKS, evaluations=30)
     mutator = InstantMutator(incorrect_rate=0.4, uses_llm=True, cost_usd=0.01)
@@ -34,6 +34,11 @@ def library(library_url: str) -> tuple[SolutionLibrary, str, str]:
     lib.record_llm_call(fixture.run_id, None, LLMCall(model="fake/brainstorm", cost_usd=0.002, latency_s=0.5))
     softmax = [c.candidate.id for c in lib.candidates(fixture.run_id, "softmax")]
     lib.record_evaluation(softmax[-1], correct(2.5))  # was a timeout: now faster than anything
+    # A second session, still running (it ends at its last evaluation on the time axis).
+    lib.log_event(fixture.run_id, "interrupted", "", {})
+    lib.log_event(fixture.run_id, "resumed", "", {})
+    add(lib, fixture.run_id, "relu", "# after the resume\n", correct(2.2), generation=5)
+    add(lib, fixture.run_id, "relu", "# and later\n", correct(1.1), generation=5, llm=False)
     return lib, engine_run, fixture.run_id
 
 
@@ -64,7 +69,14 @@ def test_index_only_queries_equal_whole_row_reads(library: tuple[SolutionLibrary
             assert one.events == tuple(e for e in history.events if e.task == task)
             for x in analysis.AXES:
                 steps = analysis.best_steps(lib, run_id, task, x)
-                assert (steps.evaluated, steps.points) == naive.steps(lib, run_id, task, x), (run_id, task, x)
+                evaluated, points = naive.steps(lib, run_id, task, x)
+                assert steps.evaluated == evaluated
+                assert [(p.n, p.best, p.best_candidate) for p in steps.points] == [
+                    (p.n, p.best, p.best_candidate) for p in points
+                ], (run_id, task, x)
+                # Dollars are summed per interval between steps, not call by call.
+                rel = 1e-12 if x == "usd" else 0
+                assert [p.x for p in steps.points] == pytest.approx([p.x for p in points], rel=rel, abs=0)
         assert analysis.failure_counts(lib, run_id) == naive.failure_counts(lib, run_id)
 
 

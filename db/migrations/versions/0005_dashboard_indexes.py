@@ -11,7 +11,8 @@ read whole tables at 1M evaluations; this revision gives each an index that answ
   ``ix_llm_calls_run_usage`` (run_id, task_id, model, outcome, tokens, cost, latency): a run's
   LLM usage per task and model and every run's cost are index scans, with no proposal lookups
   through wide rows; it starts with run_id, so it replaces ``ix_llm_calls_run_id``.
-- ``ix_llm_calls_proposal_id``: a candidate's LLM calls (the candidate page) without a scan.
+- ``ix_llm_calls_proposal_id``: a candidate's LLM calls (the candidate page) without a scan;
+  ``ix_llm_calls_run_time`` (run_id, created_at, cost_usd): a run's dollars up to any time.
 - ``candidates.stage`` and ``candidates.reason_key`` (the latest evaluation's stage and the
   failure grouping key of db/reason_key.py, written with ``status`` and ``reason``) and
   ``ix_candidates_run_task_failures`` (run_id, task_id, status, stage, reason_key): "why it
@@ -93,6 +94,7 @@ def upgrade() -> None:
     op.drop_index("ix_llm_calls_run_id", table_name="llm_calls")
     op.create_index("ix_llm_calls_run_usage", "llm_calls", USAGE_COLUMNS)
     op.create_index("ix_llm_calls_proposal_id", "llm_calls", ["proposal_id"])
+    op.create_index("ix_llm_calls_run_time", "llm_calls", ["run_id", "created_at", "cost_usd"])
     op.drop_index("ix_candidates_run_task_generation", table_name="candidates")
     op.create_index("ix_candidates_run_task_generation_status", "candidates", GENERATION_COLUMNS)
     op.drop_index("ix_candidates_run_task_island", table_name="candidates")
@@ -122,6 +124,7 @@ def downgrade() -> None:
     op.create_index("ix_candidates_run_task_island", "candidates", ["run_id", "task_id", "island"])
     op.drop_index("ix_candidates_run_task_generation_status", table_name="candidates")
     op.create_index("ix_candidates_run_task_generation", "candidates", ["run_id", "task_id", "generation"])
+    op.drop_index("ix_llm_calls_run_time", table_name="llm_calls")
     op.drop_index("ix_llm_calls_proposal_id", table_name="llm_calls")
     op.drop_index("ix_llm_calls_run_usage", table_name="llm_calls")
     op.create_index("ix_llm_calls_run_id", "llm_calls", ["run_id"])
