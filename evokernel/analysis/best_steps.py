@@ -90,17 +90,16 @@ def _steps(s: Session, run_id: str, task: str, x: str) -> BestSteps:
     evaluated = n + (s.scalar(select(func.count()).where(*mine, c.first_evaluation_id > low)) or 0)
     if evaluated == 0:
         return BestSteps(0, ())
-    # The evaluation behind each kept point: a record's own, the first and the last.
-    first, last = s.execute(
-        select(func.min(c.first_evaluation_id), func.max(c.first_evaluation_id)).where(*mine)
-    ).one()
-    at_n = {1: first, evaluated: last} | {pos: r[0] for r, pos in zip(records, positions, strict=True)}
-    kept = sorted(at_n)
-    xs = (
-        [float(n) for n in kept]
-        if x == "evaluations"
-        else _times_to_x(s, run, task_id, x, [at_n[n] for n in kept])
-    )
+    kept = sorted({1, evaluated, *positions})
+    if x == "evaluations":
+        xs = [float(n) for n in kept]
+    else:  # the evaluation behind each kept point: a record's own, the first and the last
+        # Two statements: SQLite seeks one end of the index for a lone min() or max(), not both.
+        first = s.execute(select(func.min(c.first_evaluation_id)).where(*mine)).scalar_one()
+        last = s.execute(select(func.max(c.first_evaluation_id)).where(*mine)).scalar_one()
+        at_n: dict[int, int] = {1: int(first), evaluated: int(last)}
+        at_n |= {pos: r[0] for r, pos in zip(records, positions, strict=True)}
+        xs = _times_to_x(s, run, task_id, x, [at_n[n] for n in kept])
     points = []
     for n, xv in zip(kept, xs, strict=True):
         held = [r for r, pos in zip(records, positions, strict=True) if pos <= n]
@@ -140,20 +139,18 @@ def _times_to_x(s: Session, run: RunRow, task_id: int, x: str, evaluation_ids: l
 
 
 def _usd_at(s: Session, run_id: str, times: list[datetime]) -> list[float]:
-    """Dollars of the run's calls recorded at or before each of ``times`` (one pass over
-    ix_llm_calls_run_time up to the latest of them, summed between consecutive times)."""
+    """Dollars of the run's calls recorded at or before each of ``times``: ix_llm_calls_run_time
+    summed range by range between consecutive times, so the run's calls up to the latest are
+    walked once, in the database."""
     call = LLMCallRow
-    bounds = sorted(set(times))
-    interval = case(*((call.created_at <= b, k) for k, b in enumerate(bounds)))
-    sums: dict[Any, Any] = dict(
-        s.execute(
-            select(interval, func.sum(call.cost_usd))
-            .where(call.run_id == run_id, call.created_at <= bounds[-1])
-            .group_by(interval)
-        ).all()
-    )
-    total, upto = 0.0, {}
-    for k, b in enumerate(bounds):
-        total += float(sums.get(k) or 0.0)
-        upto[b] = total
+    total, upto, low = 0.0, {}, None
+    for b in sorted(set(times)):
+        since = () if low is None else (call.created_at > low,)
+        total += float(
+            s.scalar(
+                select(func.sum(call.cost_usd)).where(call.run_id == run_id, *since, call.created_at <= b)
+            )
+            or 0.0
+        )
+        upto[b], low = total, b
     return [upto[t] for t in times]
