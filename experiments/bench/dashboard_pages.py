@@ -22,6 +22,7 @@ import platform
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,10 +30,16 @@ from pathlib import Path
 
 import httpx
 from dashboard_library import fill
+from sqlite_to_postgres import copy_library
 
 from evokernel.analysis.changes import library_version
 from evokernel.dashboard import api, open_library, running
 from evokernel.db import SolutionLibrary, upgrade
+
+# The throwaway PostgreSQL server is test support (tests/support/), not product: reach it from the
+# repository this script sits in (as engine_overhead.py does).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.support.pgserver import private_server
 
 
 def p90(xs: list[float]) -> float:
@@ -91,7 +98,7 @@ def pages(lib: SolutionLibrary, run_id: str) -> Work:
     }
 
 
-def measure(path: Path, run_id: str, reps: int, computed_reps: int, label: str) -> dict[str, object]:
+def measure(path: Path | str, run_id: str, reps: int, computed_reps: int, label: str) -> dict[str, object]:
     """Computed and served times of every page, as JSON keys; prints a table."""
     lib = open_library(path)
     try:
@@ -139,6 +146,11 @@ def main() -> None:
     parser.add_argument("--computed-reps", type=int, default=3, help="uncached computations per page")
     parser.add_argument("--library", type=Path, help="reuse (or create) the library at this path")
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="copy the library into a private PostgreSQL server and measure there instead",
+    )
+    parser.add_argument(
         "--migrate-from", type=Path, help="copy this older library, time its upgrade, measure the copy"
     )
     args = parser.parse_args()
@@ -181,7 +193,15 @@ def main() -> None:
         "reps_computed": args.computed_reps,
         "indexes": indexes,
     }
-    result.update(measure(path, run_id, args.reps, args.computed_reps, "shipped"))
+    if args.postgres:
+        with private_server() as server:
+            url = server.create_database("evokernel")
+            result["backend"] = f"postgresql {server.version_num}"
+            result["postgres_copy_s"] = copy_library(path, url)
+            print(f"copied into {url}: {result['postgres_copy_s']}", flush=True)
+            result.update(measure(url, run_id, args.reps, args.computed_reps, "shipped"))
+    else:
+        result.update(measure(path, run_id, args.reps, args.computed_reps, "shipped"))
     print(json.dumps(result))
 
 
