@@ -137,7 +137,8 @@ class CandidateRow(Base):
             "first_speedup",
         ),
         # 0005: "why it failed" counted from the index alone.
-        Index("ix_candidates_run_task_failures", "run_id", "task_id", "status", "stage", "reason_key"),
+        # id last: PostgreSQL keeps a group's entries in id order only when id is a key column.
+        Index("ix_candidates_run_task_failures", "run_id", "task_id", "status", "stage", "reason_key", "id"),
         # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows;
         # 0005 added status to the generation index: the newest evaluated candidates (pool activity,
         # the tree window) are a backward walk of it alone.

@@ -11,8 +11,8 @@ evaluation's speedup if it was correct, which the library stores with the candid
 0005). Each step of the curve is the next candidate, in first-evaluation order, faster than the
 last step: one LIMIT 1 index walk from the last step, so all walks together read the index up to
 the final step once, in the database; a step's place is an index range count. Against time, the
-steps' evaluations are read by primary key, plus the last evaluation time of each session (a
-killed or running session ends there: one grouped pass over the task's first evaluations);
+steps' evaluations are read by primary key, plus, for each killed session that a later one
+follows, its last evaluation time (one pass over the task's first evaluations each);
 against dollars, the run's calls up to each step are summed over ix_llm_calls_run_time.
 """
 
@@ -22,10 +22,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from evokernel.analysis.convergence import AXES, ConvergencePoint, active_seconds, session_starts
+from evokernel.analysis.convergence import (
+    AXES,
+    ConvergencePoint,
+    active_seconds,
+    session_ends,
+    session_starts,
+)
 from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, EvaluationRow, LLMCallRow, RunEventRow, RunRow, RunTaskRow
 from evokernel.exceptions import AnalysisError
@@ -122,20 +128,24 @@ def _times_to_x(s: Session, run: RunRow, task_id: int, x: str, evaluation_ids: l
             .order_by(RunEventRow.id)
         )
     ]
-    # Each session's last evaluation of the task (where a killed or running session ends).
+    # A session without an end event ends with its last evaluation of the task; that matters only
+    # for a killed session that a later one follows (the last session's end moves no point).
     c = CandidateRow
-    bounds = sorted(set(session_starts(events, run.created_at)[1:]))
-    lasts = (
-        select(func.max(e.created_at))
-        .select_from(c)
-        .join(e, e.id == c.first_evaluation_id)
-        .where(c.run_id == run.id, c.task_id == task_id)
-    )
-    if bounds:  # one group per session: bisect's sessions, as CASE thresholds
-        lasts = lasts.group_by(
-            case(*((e.created_at < b, k) for k, b in enumerate(bounds)), else_=len(bounds))
-        )
-    return active_seconds(times, events, run.created_at, [t for t in s.scalars(lasts) if t is not None])
+    starts = session_starts(events, run.created_at)
+    ended = session_ends(events, starts)
+    lasts = []
+    for i in range(len(starts) - 1):
+        if i not in ended:
+            within = (e.created_at < starts[i + 1],) + ((e.created_at >= starts[i],) if i else ())
+            lasts.append(
+                s.scalar(
+                    select(func.max(e.created_at))
+                    .select_from(c)
+                    .join(e, e.id == c.first_evaluation_id)
+                    .where(c.run_id == run.id, c.task_id == task_id, *within)
+                )
+            )
+    return active_seconds(times, events, run.created_at, [t for t in lasts if t is not None])
 
 
 def _usd_at(s: Session, run_id: str, times: list[datetime]) -> list[float]:

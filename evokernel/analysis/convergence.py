@@ -124,6 +124,15 @@ def session_starts(events: list[tuple[str, datetime]], created: datetime) -> lis
     return [t for kind, t in events if kind in ("started", "resumed")] or [created]
 
 
+def session_ends(events: list[tuple[str, datetime]], starts: list[datetime]) -> dict[int, datetime]:
+    """Session index -> its ``finished``/``interrupted`` event's time, for the sessions that have one."""
+    ends: dict[int, datetime] = {}
+    for kind, t in events:
+        if kind in ("finished", "interrupted"):
+            ends.setdefault(max(bisect.bisect_right(starts, t) - 1, 0), t)
+    return ends
+
+
 def active_seconds(
     times: list[datetime],
     events: list[tuple[str, datetime]],
@@ -135,11 +144,7 @@ def active_seconds(
     running) ends with its last evaluation among ``times`` and ``others`` (further evaluations'
     times that need no figure of their own)."""
     starts = session_starts(events, created)
-    ends: dict[int, datetime] = {}
-    for kind, t in events:
-        if kind in ("finished", "interrupted"):
-            i = bisect.bisect_right(starts, t) - 1
-            ends.setdefault(max(i, 0), t)
+    ends = session_ends(events, starts)
 
     def session(t: datetime) -> int:
         return max(bisect.bisect_right(starts, t) - 1, 0)

@@ -128,12 +128,13 @@ def _tasks(s: Session, run_id: str, config: dict[str, Any]) -> list[TaskOverview
             ).all()
         )
         evaluated = sum(n for st, n in counts.items() if st != "pending")
-        best_id = s.scalar(
-            select(c.id)
-            .where(c.run_id == run_id, c.task_id == task_id, c.status == "correct")
-            .order_by(c.speedup.desc().nulls_last(), c.id)
-            .limit(1)
-        )
+        # The fastest, ties to the oldest (no speedup: the oldest correct one). In two seeks of
+        # ix_candidates_run_task_status_speedup: neither backend serves "speedup DESC NULLS LAST,
+        # id" from it, and ordering the task's correct candidates costs 50-80 ms at 10^5.
+        mine = (c.run_id == run_id, c.task_id == task_id, c.status == "correct")
+        top = s.scalar(select(func.max(c.speedup)).where(*mine))
+        tied = c.speedup.is_(None) if top is None else c.speedup == top
+        best_id = s.scalar(select(func.min(c.id)).where(*mine, tied))
         ev = None
         if best_id is not None:
             ev = s.scalars(

@@ -20,7 +20,7 @@ from tests.dashboard.fixture_library import add, build, correct
 @pytest.fixture
 def library(library_url: str) -> tuple[SolutionLibrary, str, str]:
     """(library, engine run, fixture run). The fixture run also gets a failed proposal, an LLM
-    call without a proposal, in its "softmax" task a re-evaluated candidate, and a second session."""
+    call without a proposal, in its "softmax" task a re-evaluated candidate, and three sessions."""
     fixture = build(library_url)
     config = instant_config("greedy", None, library_url, TASKS, evaluations=30)
     mutator = InstantMutator(incorrect_rate=0.4, uses_llm=True, cost_usd=0.01)
@@ -34,11 +34,14 @@ def library(library_url: str) -> tuple[SolutionLibrary, str, str]:
     lib.record_llm_call(fixture.run_id, None, LLMCall(model="fake/brainstorm", cost_usd=0.002, latency_s=0.5))
     softmax = [c.candidate.id for c in lib.candidates(fixture.run_id, "softmax")]
     lib.record_evaluation(softmax[-1], correct(2.5))  # was a timeout: now faster than anything
-    # A second session, still running (it ends at its last evaluation on the time axis).
-    lib.log_event(fixture.run_id, "interrupted", "", {})
+    # Sessions on the time axis: the first was killed (it ends at its last evaluation), the second
+    # interrupted (it ends at that event), the third still runs.
     lib.log_event(fixture.run_id, "resumed", "", {})
     add(lib, fixture.run_id, "relu", "# after the resume\n", correct(2.2), generation=5)
-    add(lib, fixture.run_id, "relu", "# and later\n", correct(1.1), generation=5, llm=False)
+    lib.log_event(fixture.run_id, "interrupted", "", {})
+    lib.log_event(fixture.run_id, "resumed", "", {})
+    add(lib, fixture.run_id, "relu", "# and later\n", correct(1.1), generation=6, llm=False)
+    add(lib, fixture.run_id, "softmax", "# later still\n", correct(0.9), generation=6, llm=False)
     return lib, engine_run, fixture.run_id
 
 

@@ -15,8 +15,10 @@ read whole tables at 1M evaluations; this revision gives each an index that answ
   ``ix_llm_calls_run_time`` (run_id, created_at, cost_usd): a run's dollars up to any time.
 - ``candidates.stage`` and ``candidates.reason_key`` (the latest evaluation's stage and the
   failure grouping key of db/reason_key.py, written with ``status`` and ``reason``) and
-  ``ix_candidates_run_task_failures`` (run_id, task_id, status, stage, reason_key): "why it
-  failed" is counted from the index, without reading evaluations or reasons.
+  ``ix_candidates_run_task_failures`` (run_id, task_id, status, stage, reason_key, id): "why it
+  failed" is counted from the index, without reading evaluations or reasons, and each group's
+  oldest examples are its first entries (SQLite appends the rowid to every index; PostgreSQL
+  needs id named to keep a group in id order).
 - ``candidates.first_evaluation_id`` and ``candidates.first_speedup`` (its first evaluation, and
   that evaluation's speedup vs eager if it was correct: set once, when the first evaluation is
   recorded) and ``ix_candidates_run_task_first_evaluation`` (run_id, task_id, first_evaluation_id,
@@ -55,7 +57,7 @@ USAGE_COLUMNS = [
     "run_id", "task_id", "model", "outcome", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s",
 ]  # fmt: skip
 ISLAND_COLUMNS = ["run_id", "task_id", "island", "generation", "status", "speedup"]
-FAILURE_COLUMNS = ["run_id", "task_id", "status", "stage", "reason_key"]
+FAILURE_COLUMNS = ["run_id", "task_id", "status", "stage", "reason_key", "id"]
 GENERATION_COLUMNS = ["run_id", "task_id", "generation", "status"]
 FIRST_COLUMNS = ["run_id", "task_id", "first_evaluation_id", "first_speedup"]
 BATCH = 20_000  # candidates per reason_key round trip: bounded memory at any library size
