@@ -2,7 +2,11 @@
 
 Wall time is *active* time: a run killed at 10 min and resumed an hour later continues at 10 min.
 Sessions start at the run's ``started``/``resumed`` events and end at its ``finished``/
-``interrupted`` event, or, for a session that was killed, at its last evaluation."""
+``interrupted`` event, or, for a session that was killed, at its last evaluation. Dollars are
+the cost of the run's LLM calls recorded at or before each evaluation.
+
+:func:`evokernel.analysis.best_steps` gives the points of this curve a chart draws from indexes;
+this module builds every point (the report's tables and exports)."""
 
 from __future__ import annotations
 
