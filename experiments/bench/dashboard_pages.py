@@ -154,8 +154,11 @@ def main() -> None:
         "--migrate-from", type=Path, help="copy this older library, time its upgrade, measure the copy"
     )
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="evokernel-dash-bench-", dir=os.environ.get("BENCH_DIR", "/tmp")))
-    path = args.library or folder / "library.db"
+    if args.library:
+        path = args.library
+    else:  # a new folder only when the library is made here (kept: reuse it with --library)
+        bench_dir = os.environ.get("BENCH_DIR", "/tmp")
+        path = Path(tempfile.mkdtemp(prefix="evokernel-dash-bench-", dir=bench_dir)) / "library.db"
     t = time.perf_counter()
     upgrade_s = None
     if args.migrate_from:
