@@ -13,6 +13,7 @@ from evokernel.db.models import (
     IslandEventRow,
     IslandIndexRow,
     LLMCallRow,
+    ProposalRow,
     RunEventRow,
     TaskProfileRow,
     utcnow,
@@ -88,7 +89,10 @@ class AccountingMixin(IslandIndexMixin):
     # ---- llm calls, baselines, events ---------------------------------------------------------
     def record_llm_call(self, run_id: str, proposal_id: int | None, call: LLMCall) -> None:
         values = {k: getattr(call, k) for k in LLMCall.__dataclass_fields__}
-        self._scope.run(lambda s: s.add(LLMCallRow(run_id=run_id, proposal_id=proposal_id, **values)))
+        # The proposal's task, copied for index-only usage reports (migration 0005).
+        task = select(ProposalRow.task_id).where(ProposalRow.id == proposal_id).scalar_subquery()
+        row = {"run_id": run_id, "proposal_id": proposal_id, "task_id": task, **values}
+        self._scope.run_core(lambda conn: conn.execute(insert(LLMCallRow).values(row)))
 
     def llm_usage(self, run_id: str) -> dict[str, float]:
         stmt = select(

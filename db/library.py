@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from evokernel.db.accounting import AccountingMixin
@@ -26,6 +26,7 @@ from evokernel.db.models import (
     RunTaskRow,
 )
 from evokernel.db.proposals import ProposalsMixin
+from evokernel.db.reason_key import reason_key
 from evokernel.db.rows import eval_columns as _eval_columns
 from evokernel.db.rows import scored as _scored
 from evokernel.exceptions import LibraryError
@@ -48,6 +49,14 @@ _CANDIDATE_STATUS = (
         status=bindparam("new_status"),
         reason=bindparam("new_reason"),
         speedup=bindparam("new_speedup"),
+        stage=bindparam("new_stage"),
+        reason_key=bindparam("new_reason_key"),
+        # Set once, by the first evaluation (SET expressions read the row as it was).
+        first_evaluation_id=func.coalesce(CandidateRow.first_evaluation_id, bindparam("evaluation_id")),
+        first_speedup=case(
+            (CandidateRow.first_evaluation_id.is_(None), bindparam("new_speedup")),
+            else_=CandidateRow.first_speedup,
+        ),
         bottleneck=bindparam("new_bottleneck"),
     )
 )
@@ -138,12 +147,16 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
             "new_status": evaluation.status.value,
             "new_reason": evaluation.reason,
             "new_speedup": evaluation.speedup_eager if evaluation.ok else None,
+            "new_stage": evaluation.stage,
+            "new_reason_key": reason_key(evaluation.reason),
             "new_bottleneck": row["bottleneck"],
         }
 
         def fn(conn: Connection) -> None:
-            conn.execute(insert(EvaluationRow), row)
-            conn.execute(_CANDIDATE_STATUS, status)
+            inserted = conn.execute(insert(EvaluationRow), row).inserted_primary_key
+            if inserted is None:  # both backends return it; without it first_evaluation_id is lost
+                raise LibraryError("the database returned no id for the new evaluation")
+            conn.execute(_CANDIDATE_STATUS, {**status, "evaluation_id": inserted[0]})
 
         self._scope.run_core(fn)
 

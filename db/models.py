@@ -30,6 +30,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -117,9 +118,31 @@ class CandidateRow(Base):
     __tablename__ = "candidates"
     __table_args__ = (
         Index("ix_candidates_run_task_status", "run_id", "task_id", "status"),
-        Index("ix_candidates_run_task_island", "run_id", "task_id", "island"),
-        # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows.
-        Index("ix_candidates_run_task_generation", "run_id", "task_id", "generation"),
+        # 0005: island history grouped in index order (replaces its prefix (run_id, task_id, island)).
+        Index(
+            "ix_candidates_run_task_island_generation",
+            "run_id",
+            "task_id",
+            "island",
+            "generation",
+            "status",
+            "speedup",
+        ),
+        # 0005: the best-so-far curve's steps found by short index walks (evokernel.analysis.best_steps).
+        Index(
+            "ix_candidates_run_task_first_evaluation",
+            "run_id",
+            "task_id",
+            "first_evaluation_id",
+            "first_speedup",
+        ),
+        # 0005: "why it failed" counted from the index alone.
+        # id last: PostgreSQL keeps a group's entries in id order only when id is a key column.
+        Index("ix_candidates_run_task_failures", "run_id", "task_id", "status", "stage", "reason_key", "id"),
+        # 0002: generation scans (PIKE-B's last phase) and top-k by speedup stay index-only at 1M rows;
+        # 0005 added status to the generation index: the newest evaluated candidates (pool activity,
+        # the tree window) are a backward walk of it alone.
+        Index("ix_candidates_run_task_generation_status", "run_id", "task_id", "generation", "status"),
         Index("ix_candidates_run_task_status_speedup", "run_id", "task_id", "status", "speedup"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -138,6 +161,14 @@ class CandidateRow(Base):
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     branch: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)  # 0002
+    # 0005: the latest evaluation's stage and db/reason_key.py's key of ``reason``, written with
+    # ``status`` so failures group index-only ("" while pending).
+    stage: Mapped[str] = mapped_column(String(20), default="", server_default=text("''"))
+    reason_key: Mapped[str] = mapped_column(String(100), default="", server_default=text("''"))
+    # 0005: the candidate's first evaluation and, if it was correct, its speedup vs eager: the order
+    # and verdicts the best-so-far curve follows (None while pending).
+    first_evaluation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     # The latest evaluation's bottleneck class (evaluation/profiling/verdict.py), for the island
     # index's features; NULL without a profile (0006).
     bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
@@ -197,8 +228,19 @@ class EvaluationRow(Base):
 
 class LLMCallRow(Base):
     __tablename__ = "llm_calls"
+    __table_args__ = (
+        # 0005: per-run usage and cost index-only (replaces the plain run_id index, its prefix).
+        Index(
+            "ix_llm_calls_run_usage",
+            "run_id", "task_id", "model", "outcome",
+            "prompt_tokens", "completion_tokens", "cost_usd", "latency_s",
+        ),
+        Index("ix_llm_calls_proposal_id", "proposal_id"),
+        # 0005: a run's dollars up to any time (the best-so-far curve against LLM USD).
+        Index("ix_llm_calls_run_time", "run_id", "created_at", "cost_usd"),
+    )  # fmt: skip
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     proposal_id: Mapped[int | None] = mapped_column(ForeignKey("proposals.id"), nullable=True)
     model: Mapped[str] = mapped_column(String(200))
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -211,6 +253,8 @@ class LLMCallRow(Base):
     prompt: Mapped[str] = mapped_column(Text, default="")
     reply: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # 0005: the task of the call's proposal (None without one), copied so usage groups index-only.
+    task_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class BaselineRow(Base):

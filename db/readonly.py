@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from evokernel.db.connection import SQLITE_BUSY_TIMEOUT_S, redact
 from evokernel.exceptions import LibraryError
 
-# A dashboard page is a handful of indexed queries (docs/benchmarks.md: < 0.5 s at 1M evaluations);
+# A dashboard page is a handful of index walks (docs/benchmarks.md: < 0.9 s at 1M evaluations);
 # 30 s only stops a runaway query on a shared server.
 PG_STATEMENT_TIMEOUT_MS = 30_000
 

@@ -5,16 +5,19 @@ returning frozen dataclasses; nothing here writes. Each function's docstring nam
 it relies on, so a report on a library of a million candidates stays a handful of index walks.
 
 - runs and sweeps: :func:`list_runs`, :func:`list_sweeps`, :func:`get_sweep`, :func:`resolve_target`
-- one run: :func:`run_overview` (per task best, fast_p, geomean), :func:`best_so_far`,
-  :func:`failure_counts`, :func:`llm_usage`, :func:`island_history`
+- one run: :func:`run_overview` (per task best, fast_p, geomean), :func:`best_so_far` and its steps
+  :func:`best_steps`, :func:`failure_counts`, :func:`llm_usage`, :func:`island_history` and per
+  island :func:`island_summary`
 - candidates: :func:`lineage`, :func:`ancestry`, :func:`candidate_detail`
 - a sweep: :func:`sweep_table` (cells grouped over seeds, mean and spread)
 """
 
 from __future__ import annotations
 
+from evokernel.analysis.best_steps import BestSteps, best_steps
 from evokernel.analysis.convergence import AXES, ConvergencePoint, best_so_far
 from evokernel.analysis.failures import FailureCount, failure_counts
+from evokernel.analysis.island_summary import IslandSummaries, IslandSummary, island_summary
 from evokernel.analysis.lineage import CandidateDetail, Node, ancestry, candidate_detail, lineage
 from evokernel.analysis.overview import RunOverview, TaskOverview, fast_p, geomean, run_overview
 from evokernel.analysis.runs import RunRow, SweepRow, get_sweep, list_runs, list_sweeps, resolve_target
@@ -30,12 +33,15 @@ from evokernel.analysis.usage import (
 
 __all__ = [
     "AXES",
+    "BestSteps",
     "CandidateDetail",
     "ConvergencePoint",
     "FailureCount",
     "IslandGeneration",
     "IslandHistory",
     "IslandMove",
+    "IslandSummaries",
+    "IslandSummary",
     "ModelUsage",
     "Node",
     "RunOverview",
@@ -47,12 +53,14 @@ __all__ = [
     "TaskOverview",
     "ancestry",
     "best_so_far",
+    "best_steps",
     "candidate_detail",
     "failure_counts",
     "fast_p",
     "geomean",
     "get_sweep",
     "island_history",
+    "island_summary",
     "lineage",
     "list_runs",
     "list_sweeps",

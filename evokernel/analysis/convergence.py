@@ -2,11 +2,17 @@
 
 Wall time is *active* time: a run killed at 10 min and resumed an hour later continues at 10 min.
 Sessions start at the run's ``started``/``resumed`` events and end at its ``finished``/
-``interrupted`` event, or, for a session that was killed, at its last evaluation."""
+``interrupted`` event, or, for a session that was killed, at its last evaluation. Dollars are
+the cost of the run's LLM calls recorded at or before each evaluation.
+
+:func:`evokernel.analysis.best_steps` gives the points of this curve a chart draws from indexes;
+this module builds every point (the report's tables and exports)."""
 
 from __future__ import annotations
 
 import bisect
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -105,32 +111,56 @@ def _x_values(
     if x == "evaluations":
         return [float(i) for i in range(1, len(times) + 1)]
     if x == "usd":
-        stamps = [t for t, _c in costs]
-        cumulative = []
-        total = 0.0
-        for _t, c in costs:
-            total += c
-            cumulative.append(total)
-        return [cumulative[i - 1] if (i := bisect.bisect_right(stamps, t)) else 0.0 for t in times]
+        return usd_at(times, costs)
     return active_seconds(times, events, created)
 
 
-def active_seconds(
-    times: list[datetime], events: list[tuple[str, datetime]], created: datetime
-) -> list[float]:
-    """Seconds of active run time at each of ``times`` (ascending), leaving out the gaps between a
-    session's end and the next session's start."""
-    starts = [t for kind, t in events if kind in ("started", "resumed")] or [created]
+def usd_at(times: list[datetime], costs: list[tuple[datetime, float]]) -> list[float]:
+    """LLM dollars of the calls (time, cost) recorded at or before each of ``times``."""
+    ordered = sorted(costs, key=lambda c: c[0])  # stable: calls of one instant in id order
+    stamps = [t for t, _c in ordered]
+    cumulative = list(itertools.accumulate(c for _t, c in ordered))
+    return [cumulative[i - 1] if (i := bisect.bisect_right(stamps, t)) else 0.0 for t in times]
+
+
+def session_starts(events: list[tuple[str, datetime]], created: datetime) -> list[datetime]:
+    """When each session of a run started (its ``started``/``resumed`` events, or its creation)."""
+    return [t for kind, t in events if kind in ("started", "resumed")] or [created]
+
+
+def session_ends(events: list[tuple[str, datetime]], starts: list[datetime]) -> dict[int, datetime]:
+    """Session index -> its ``finished``/``interrupted`` event's time, for the sessions that have one."""
     ends: dict[int, datetime] = {}
     for kind, t in events:
         if kind in ("finished", "interrupted"):
-            i = bisect.bisect_right(starts, t) - 1
-            ends.setdefault(max(i, 0), t)
-    session_of = [max(bisect.bisect_right(starts, t) - 1, 0) for t in times]
+            ends.setdefault(max(bisect.bisect_right(starts, t) - 1, 0), t)
+    return ends
+
+
+def active_seconds(
+    times: list[datetime],
+    events: list[tuple[str, datetime]],
+    created: datetime,
+    others: Sequence[datetime] = (),
+) -> list[float]:
+    """Seconds of active run time at each of ``times`` (ascending), leaving out the gaps between a
+    session's end and the next session's start. A session without an end event (killed, or still
+    running) ends with its last evaluation among ``times`` and ``others`` (further evaluations'
+    times that need no figure of their own)."""
+    starts = session_starts(events, created)
+    ends = session_ends(events, starts)
+
+    def session(t: datetime) -> int:
+        return max(bisect.bisect_right(starts, t) - 1, 0)
+
+    session_of = [session(t) for t in times]
+    last: dict[int, datetime] = {}
+    for t in itertools.chain(times, others):
+        sess = session(t)
+        last[sess] = max(last[sess], t) if sess in last else t
     for i in range(len(starts)):
         if i not in ends:  # killed: it ended with its last evaluation
-            mine = [t for t, sess in zip(times, session_of, strict=True) if sess == i]
-            ends[i] = max(mine) if mine else starts[i]
+            ends[i] = last.get(i, starts[i])
     before = [0.0]
     for i in range(len(starts)):
         before.append(before[-1] + max((ends[i] - starts[i]).total_seconds(), 0.0))

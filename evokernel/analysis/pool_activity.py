@@ -7,7 +7,7 @@ leaves behind -- ``details["stages"]`` and ``details["gpu_lock"]`` -- is enough 
 whether the pool keeps up, without a channel into the driver.
 
 Figures are over the run's ``window`` newest evaluations, found per task through
-ix_candidates_run_task_generation walked backwards, then ix_evaluations_candidate_id; pending and
+ix_candidates_run_task_generation_status walked backwards, then ix_evaluations_candidate_id; pending and
 open counts use ix_candidates_run_task_status and ix_proposals_run_task_state.
 """
 

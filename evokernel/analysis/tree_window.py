@@ -7,7 +7,7 @@ came from (their ancestors, to the seeds when they fit) and what the search is d
 newest generations). Edges are kept between shown nodes; ``hidden_parents`` counts the links to
 candidates outside the window so the page can say the tree is cut.
 
-Indexes: ix_candidates_run_task_status_speedup (the fastest), ix_candidates_run_task_generation
+Indexes: ix_candidates_run_task_status_speedup (the fastest), ix_candidates_run_task_generation_status
 (the newest, walked backwards), candidate_parents' primary key (child_id, parent_id) for lineage,
 candidates' primary key for the rows themselves. No query touches evaluations.
 """

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evokernel.db import SolutionLibrary
-from evokernel.db.models import CandidateRow, IslandEventRow, LLMCallRow, ProposalRow, RunTaskRow
+from evokernel.db.models import CandidateRow, IslandEventRow, LLMCallRow, RunTaskRow
 
 
 @dataclass(frozen=True)
@@ -56,71 +56,92 @@ class IslandHistory:
 
 
 def llm_usage(lib: SolutionLibrary, run_id: str) -> list[ModelUsage]:
-    """Grouped over llm_calls' run_id index, joined to proposals by primary key."""
+    """Grouped by (task, model) in the order of ix_llm_calls_run_usage, index-only: the task is
+    the one each call's proposal had (llm_calls.task_id, migration 0005); "" without one."""
 
     def fn(s: Session) -> list[ModelUsage]:
-        call, p, rt = LLMCallRow, ProposalRow, RunTaskRow
+        call = LLMCallRow
+        names = task_names(s, run_id)
         failed = func.sum(func.cast(call.outcome != "ok", type_=call.prompt_tokens.type))
         stmt = (
             select(
-                rt.name,
+                call.task_id,
                 call.model,
                 func.count(),
                 failed,
                 func.sum(call.prompt_tokens),
                 func.sum(call.completion_tokens),
                 func.sum(call.cost_usd),
-                func.avg(call.latency_s),
+                func.sum(call.latency_s),
             )
-            .select_from(call)
-            .outerjoin(p, p.id == call.proposal_id)
-            .outerjoin(rt, (rt.run_id == call.run_id) & (rt.task_id == p.task_id))
             .where(call.run_id == run_id)
-            .group_by(rt.name, call.model)
+            .group_by(call.task_id, call.model)
         )
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for task_id, model, *sums in s.execute(stmt):
+            key = (names.get(task_id, ""), model)  # a task the run does not list reads as "", as before
+            old = groups.get(key)
+            groups[key] = [(a or 0) + (b or 0) for a, b in zip(old, sums, strict=True)] if old else sums
         return [
             ModelUsage(
-                task or "",
+                task,
                 model,
                 int(n),
                 int(bad or 0),
                 int(tin or 0),
                 int(tout or 0),
                 float(usd or 0),
-                float(lat or 0),
+                float(latency or 0) / int(n),
             )
-            for task, model, n, bad, tin, tout, usd, lat in s.execute(stmt)
+            for (task, model), (n, bad, tin, tout, usd, latency) in groups.items()
         ]
 
     return sorted(lib.read(fn), key=lambda u: (u.task, u.model))
 
 
-def island_history(lib: SolutionLibrary, run_id: str) -> IslandHistory:
-    """Candidates grouped by (task, island, generation) over the (run_id, task_id, island) index,
-    and the island events of the run ((run_id, task_id, generation) index)."""
+def task_names(s: Session, run_id: str) -> dict[Any, Any]:
+    """Task id -> the run's name for it."""
+    return dict(
+        s.execute(select(RunTaskRow.task_id, RunTaskRow.name).where(RunTaskRow.run_id == run_id)).all()
+    )
+
+
+def island_moves(
+    s: Session, run_id: str, names: dict[Any, Any], task_ids: list[Any] | None = None
+) -> tuple[IslandMove, ...]:
+    """The run's island events in the order they were recorded (``task_ids``: those tasks' only)."""
+    e = IslandEventRow
+    stmt = select(e.task_id, e.generation, e.kind, e.island, e.candidate_id, e.from_island).where(
+        e.run_id == run_id
+    )
+    if task_ids is not None:
+        stmt = stmt.where(e.task_id.in_(task_ids))
+    return tuple(
+        IslandMove(names.get(task_id, "?"), *rest) for task_id, *rest in s.execute(stmt.order_by(e.id))
+    )
+
+
+def island_history(lib: SolutionLibrary, run_id: str, task: str | None = None) -> IslandHistory:
+    """Candidates grouped by (task, island, generation) in the order of
+    ix_candidates_run_task_island_generation (index-only), and the island events of the run
+    (ix_island_events_run_task); ``task`` keeps one task's."""
 
     def fn(s: Session) -> IslandHistory:
-        names: dict[Any, Any] = dict(
-            s.execute(select(RunTaskRow.task_id, RunTaskRow.name).where(RunTaskRow.run_id == run_id)).all()
-        )
+        names = task_names(s, run_id)
+        wanted = [t for t, name in names.items() if name == task] if task is not None else None
         c = CandidateRow
         correct = func.sum(func.cast(c.status == "correct", type_=c.island.type))
+        stmt = select(c.task_id, c.island, c.generation, func.count(), correct, func.max(c.speedup)).where(
+            c.run_id == run_id
+        )
+        if wanted is not None:
+            stmt = stmt.where(c.task_id.in_(wanted))
         gens = [
             IslandGeneration(names.get(t, "?"), island, gen, int(n), int(ok or 0), best)
-            for t, island, gen, n, ok, best in s.execute(
-                select(c.task_id, c.island, c.generation, func.count(), correct, func.max(c.speedup))
-                .where(c.run_id == run_id)
-                .group_by(c.task_id, c.island, c.generation)
-            )
+            for t, island, gen, n, ok, best in s.execute(stmt.group_by(c.task_id, c.island, c.generation))
         ]
-        e = IslandEventRow
-        events = [
-            IslandMove(
-                names.get(r.task_id, "?"), r.generation, r.kind, r.island, r.candidate_id, r.from_island
-            )
-            for r in s.scalars(select(e).where(e.run_id == run_id).order_by(e.id))
-        ]
+        events = island_moves(s, run_id, names, wanted)
         gens.sort(key=lambda g: (g.task, g.generation, g.island))
-        return IslandHistory(tuple(gens), tuple(events))
+        return IslandHistory(tuple(gens), events)
 
     return lib.read(fn)

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from evokernel import analysis
+from evokernel.analysis.island_summary import island_summary
 from evokernel.analysis.pool_activity import pool_activity
 from evokernel.analysis.tree_window import DEFAULT_LIMIT, tree_window
 from evokernel.db import SolutionLibrary
@@ -67,14 +68,15 @@ def run(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
 
 
 def best(lib: SolutionLibrary, run_id: str, x: str) -> dict[str, Any]:
-    """Per task the best-so-far curve thinned to the points where the best changed, plus the last
-    point: a step chart of those is the same picture, and 10^5 points per task are not sent."""
+    """Per task the best-so-far curve as its steps (the points where the best changed, plus the
+    first and last: a step chart of those is the same picture, and 10^5 points per task are not
+    read or sent; :func:`evokernel.analysis.best_steps`)."""
     out: dict[str, Any] = {}
     for task in lib.run_task_hashes(run_id):  # the run's task names without run_overview's counts
-        points = analysis.best_so_far(lib, run_id, task, x)
-        kept = [p for i, p in enumerate(points) if i in (0, len(points) - 1) or p.best != points[i - 1].best]
+        steps = analysis.best_steps(lib, run_id, task, x)
+        kept = steps.points
         out[task] = {
-            "evaluated": len(points),
+            "evaluated": steps.evaluated,
             "points": [[p.x, p.best, p.best_candidate, p.n] for p in kept if p.best is not None]
             + ([[kept[-1].x, None, None, kept[-1].n]] if kept and kept[-1].best is None else []),
         }
@@ -82,34 +84,37 @@ def best(lib: SolutionLibrary, run_id: str, x: str) -> dict[str, Any]:
 
 
 def islands(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
-    """Per task and island: totals, the running best after each generation, and the task's island
-    events. All tasks in one answer (island_history reads the whole run anyway), so switching the
-    page's task select costs nothing."""
-    history = analysis.island_history(lib, run_id)
-    per: dict[str, dict[int, dict[str, Any]]] = {}
-    for g in history.generations:
-        isl = per.setdefault(g.task, {}).setdefault(
-            g.island, {"island": g.island, "candidates": 0, "correct": 0, "best": None, "curve": []}
-        )
-        isl["candidates"] += g.candidates
-        isl["correct"] += g.correct
-        if g.best_speedup is not None and (isl["best"] is None or g.best_speedup > isl["best"]):
-            isl["best"] = g.best_speedup
-            isl["curve"].append([g.generation, g.best_speedup])
-        isl["last_generation"] = max(isl.get("last_generation", 0), g.generation)
+    """Per task and island: totals, the running best at each generation where it rose (to the last
+    generation), and the task's island events. All tasks in one answer, so switching the page's
+    task select costs nothing (:func:`evokernel.analysis.island_summary.island_summary`)."""
+    summary = island_summary(lib, run_id)
     out: dict[str, Any] = {}
-    for task, islands_of_task in per.items():
-        events = [jsonable(e) for e in history.events if e.task == task]
-        for isl in islands_of_task.values():
-            if isl["curve"] and isl["last_generation"] > isl["curve"][-1][0]:  # the step line runs to now
-                isl["curve"].append([isl["last_generation"], isl["best"]])
+    for isl in summary.islands:
+        task = out.setdefault(isl.task, {"islands": [], "events": []})
+        curve: list[list[Any]] = [list(point) for point in isl.curve]
+        if curve and isl.last_generation > curve[-1][0]:  # the step line runs to now
+            curve.append([isl.last_generation, isl.best])
+        task["islands"].append(
+            {
+                "island": isl.island,
+                "candidates": isl.candidates,
+                "correct": isl.correct,
+                "best": isl.best,
+                "curve": curve,
+                "last_generation": isl.last_generation,
+            }
+        )
+    for task, shown in out.items():
+        # Plain ints and strings: vars() is jsonable() without its walk (10^4 events in a long run).
+        events = [dict(vars(e)) for e in summary.events if e.task == task]
+        shown["events"] = events
+        for isl in shown["islands"]:
             mine = [e for e in events if e["island"] == isl["island"]]
             isl["migrants_in"] = sum(1 for e in mine if e["kind"] == "migrate")
             isl["migrants_out"] = sum(
                 1 for e in events if e["kind"] == "migrate" and e["from_island"] == isl["island"]
             )
             isl["resets"] = sum(1 for e in mine if e["kind"] == "reset")
-        out[task] = {"islands": [islands_of_task[i] for i in sorted(islands_of_task)], "events": events}
     return {"tasks": out}
 
 

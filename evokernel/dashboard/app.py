@@ -69,7 +69,8 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
 
     def prewarm() -> None:
         """Compute the runs list and the newest running runs' run pages before anyone asks: the
-        first computation of a 600k-evaluation run takes ~26 s (docs/benchmarks.md)."""
+        first computation of a 600k-evaluation run's page takes 0.6-0.9 s on a 2-core box
+        (docs/benchmarks.md), so the first viewer gets it from the cache."""
         try:
             listing = cache.get(("/api/runs", ()), watcher.stamp(), lambda: api.runs(lib))
             running = [r["id"] for r in listing["runs"] if r["status"] == "running"][:PREWARM_RUNS]

@@ -8,9 +8,10 @@ change; resuming it sets it running); otherwise until the watcher's change token
   computation (single flight), so ten viewers cost one query, not ten.
 - Later requests after the library changed: answered at once with the previous answer while one
   background thread recomputes it; ``on_refreshed`` then tells the pages (an SSE event), which
-  fetch the new answer. On a run of 600k evaluations a run page takes ~20 s to compute
-  (docs/benchmarks.md): without this, every write would hold each viewer's request -- and a
-  server thread -- that long.
+  fetch the new answer. On a run of 600k evaluations a run page takes 0.6-0.9 s to compute
+  (docs/benchmarks.md; ~26 s before migration 0005's indexes): without this, every write would
+  hold each viewer's request -- and a server thread -- that long, on a running experiment that
+  writes several times a second.
 
 Entries are bounded (LRU). What this does not do: make the first computation cheaper.
 """

@@ -1,7 +1,7 @@
 """Faster ``load_inline`` builds for candidates, installed in the worker before the candidate is
 imported; what a build produces stays the candidate's code.
 
-Three changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
+Four changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
 
 * **Precompiled header** (``header``): ``-I`` of the node's precompiled ``torch/extension.h``
   (:mod:`evokernel.evaluation.pch`, which says why gcc's own checks make this safe) when the
@@ -27,6 +27,7 @@ Three changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, e
   keep their line numbers. A build that fails this way is made again as written
   (``light_cu_fallback``), as for ``lean_cu``. Both change which declarations a build sees, never
   a line of the candidate's code; what is verified and timed is the module that was built.
+* **No -arch this nvcc cannot build for** (``arch_dropped``): :mod:`evokernel.evaluation.arch_flags`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evokernel.evaluation.arch_flags import supported_architectures, without_unbuildable_architectures
 from evokernel.evaluation.pch import header_dir
 
 counts: Counter[str] = Counter()
@@ -118,6 +120,10 @@ def install(header_root: str | None, light: bool = True) -> None:
         except TypeError:
             return original(*args, **kwargs)  # a wrong call: torch says what is wrong with it
         arguments = dict(bound.arguments)
+        arch_fixed = _buildable_architectures(arguments.get("extra_cuda_cflags"))
+        if arch_fixed is not None:
+            arguments["extra_cuda_cflags"] = arch_fixed
+            counts["arch_dropped"] += 1
         directory = None
         if header_root and not arguments.get("extra_include_paths"):
             directory = header_dir(Path(header_root), arguments.get("extra_cflags"))
@@ -142,7 +148,18 @@ def install(header_root: str | None, light: bool = True) -> None:
     cpp_extension.load_inline = load_inline
 
 
+def _buildable_architectures(flags: Any) -> list[str] | None:
+    """The call's CUDA flags less architectures this nvcc cannot build for (arch_flags.py)."""
+    if not isinstance(flags, list) or not flags:
+        return None
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    supported = supported_architectures(str(Path(CUDA_HOME or "/nonexistent", "bin", "nvcc")))
+    return None if supported is None else without_unbuildable_architectures(flags, supported)
+
+
 NOTES = (
+    ("arch_dropped", "without an -arch this nvcc cannot build for (torch's for the GPU in hand)"),
     ("header", "with the precompiled torch header"),
     ("lean_cu", "without torch's header in the .cu"),
     ("lean_cu_fallback", "rebuilt as written after failing without it"),

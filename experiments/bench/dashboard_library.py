@@ -8,7 +8,8 @@ prompts and replies are ~0.5-1 KB (real ones are 2-8 KB: 1M evaluations make ~3 
 ~15 GB; the page queries read no source but the candidate page's one).
 
 Filled through the shipped migrations, then bulk ``executemany`` inserts in the schema's own
-columns (no ORM: ~4 minutes for 1M evaluations on a 2-core box).
+columns, the denormalised ones of migration 0005 as ``SolutionLibrary`` writes them (no ORM:
+~4 minutes for 1M evaluations on a 2-core box).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from evokernel.db import upgrade
+from evokernel.db.reason_key import reason_key
 
 TASKS = ("softmax", "rmsnorm", "matmul_fp16", "layernorm")
 ISLANDS = 4
@@ -119,6 +121,10 @@ COLUMNS = {
         "speedup",
         "created_at",
         "branch",
+        "stage",
+        "reason_key",
+        "first_evaluation_id",
+        "first_speedup",
     ),
     "evaluations": (
         "id",
@@ -155,6 +161,7 @@ COLUMNS = {
         "prompt",
         "reply",
         "created_at",
+        "task_id",
     ),
     "island_events": (
         "run_id",
@@ -290,6 +297,10 @@ def fill(path: Path, evaluations: int, runs: int, big_share: float, seed: int = 
                         speedup,
                         _ts(at),
                         0,
+                        stage,  # what SolutionLibrary.record_evaluation stores with the verdict
+                        reason_key(reason),
+                        eid,
+                        speedup,
                     )
                 )
                 parents += [(cid, p, i) for i, p in enumerate(par)]
@@ -355,6 +366,7 @@ def fill(path: Path, evaluations: int, runs: int, big_share: float, seed: int = 
                             prompt,
                             "```python\n" + source + "```",
                             _ts(at),
+                            task_id,
                         )
                     )
                 if k and k % (PER_GENERATION * 10) == 0:

@@ -4,10 +4,12 @@ The library comes from dashboard_library.py (a long experiment's shape: one runn
 evaluations among 9 runs). The script serves the dashboard read-only from a thread and times, per
 page, the JSON calls the page makes: *computed* (the answer built from the library: what a
 viewer waits for the first time, and what the background recomputation costs after a change) and
-*served* (over HTTP with httpx once the answer cache holds it). ``--compare-indexes`` measures a
-second time after adding EXTRA_INDEXES, side by side in one run. Prints tables, then one JSON line.
+*served* (over HTTP with httpx once the answer cache holds it). ``--migrate-from OLD`` copies a
+library written under an older schema (say, by this script before migration 0005) and times the
+shipped migrations on it, then measures the copy: old code on OLD and new code on its copy see
+the same rows. Prints tables, then one JSON line.
 
-    python experiments/bench/dashboard_pages.py --compare-indexes  # 1M evaluations: ~4 min fill, ~12 min
+    python experiments/bench/dashboard_pages.py            # 1M evaluations: ~1-4 min fill, ~2 min
     python experiments/bench/dashboard_pages.py --evaluations 20000 --reps 3   # smoke run
 """
 
@@ -17,8 +19,10 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,18 +30,16 @@ from pathlib import Path
 
 import httpx
 from dashboard_library import fill
+from sqlite_to_postgres import copy_library
 
 from evokernel.analysis.changes import library_version
 from evokernel.dashboard import api, open_library, running
-from evokernel.db import SolutionLibrary
+from evokernel.db import SolutionLibrary, upgrade
 
-# Indexes the shipped schema lacks that the measured pages would use (see docs/benchmarks.md);
-# --compare-indexes adds them to the generated library to measure their effect side by side.
-EXTRA_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS ix_llm_calls_proposal_id ON llm_calls (proposal_id)",
-    "CREATE INDEX IF NOT EXISTS ix_llm_calls_run_usage ON llm_calls "
-    "(run_id, proposal_id, model, outcome, prompt_tokens, completion_tokens, cost_usd, latency_s)",
-)
+# The throwaway PostgreSQL server is test support (tests/support/), not product: reach it from the
+# repository this script sits in (as engine_overhead.py does).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.support.pgserver import private_server
 
 
 def p90(xs: list[float]) -> float:
@@ -85,13 +87,18 @@ def pages(lib: SolutionLibrary, run_id: str) -> Work:
             (f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id)),
             (f"/api/runs/{run_id}/islands", lambda: api.islands(lib, run_id)),
         ],
+        # The run page's chart switched to its other axes (one JSON call each).
+        "run_axis_wall_s": [
+            (f"/api/runs/{run_id}/best?x=wall_s", lambda: api.best(lib, run_id, "wall_s")),
+        ],
+        "run_axis_usd": [(f"/api/runs/{run_id}/best?x=usd", lambda: api.best(lib, run_id, "usd"))],
         "tree": [(f"/api/runs/{run_id}/tree?task={task}", lambda: api.tree(lib, run_id, task))],
         "candidate": [(f"/api/candidates/{best}", lambda: api.candidate(lib, best))],
         "failures": [(f"/api/runs/{run_id}/failures", lambda: api.failures(lib, run_id))],
     }
 
 
-def measure(path: Path, run_id: str, reps: int, computed_reps: int, label: str) -> dict[str, object]:
+def measure(path: Path | str, run_id: str, reps: int, computed_reps: int, label: str) -> dict[str, object]:
     """Computed and served times of every page, as JSON keys; prints a table."""
     lib = open_library(path)
     try:
@@ -115,7 +122,10 @@ def measure(path: Path, run_id: str, reps: int, computed_reps: int, label: str) 
             f"[{label}] {url:60s} {'{} / {}'.format(*stats(cold[url])):>24s} "
             f"{'{} / {}'.format(*stats(warm[url])):>30s}"
         )
-    out: dict[str, object] = {f"{label}_version_token_ms": stats(token)[0]}
+    out: dict[str, object] = {
+        f"{label}_version_token_ms": stats(token)[0],
+        f"{label}_computed_ms_median_by_endpoint": {url: stats(times)[0] for url, times in cold.items()},
+    }
     for name, urls in work.items():
         for kind, times, n in (("computed", cold, computed_reps), ("served", warm, reps)):
             totals = [sum(times[u][i] for u, _fn in urls) for i in range(n)]
@@ -136,19 +146,32 @@ def main() -> None:
     parser.add_argument("--computed-reps", type=int, default=3, help="uncached computations per page")
     parser.add_argument("--library", type=Path, help="reuse (or create) the library at this path")
     parser.add_argument(
-        "--compare-indexes", action="store_true", help="measure again after adding EXTRA_INDEXES"
+        "--postgres",
+        action="store_true",
+        help="copy the library into a private PostgreSQL server and measure there instead",
+    )
+    parser.add_argument(
+        "--migrate-from", type=Path, help="copy this older library, time its upgrade, measure the copy"
     )
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="evokernel-dash-bench-", dir=os.environ.get("BENCH_DIR", "/tmp")))
-    path = args.library or folder / "library.db"
+    if args.library:
+        path = args.library
+    else:  # a new folder only when the library is made here (kept: reuse it with --library)
+        bench_dir = os.environ.get("BENCH_DIR", "/tmp")
+        path = Path(tempfile.mkdtemp(prefix="evokernel-dash-bench-", dir=bench_dir)) / "library.db"
     t = time.perf_counter()
+    upgrade_s = None
+    if args.migrate_from:
+        for old in args.migrate_from.parent.glob(args.migrate_from.name + "*"):  # with its -wal, if any
+            shutil.copyfile(old, path.parent / (path.name + old.name.removeprefix(args.migrate_from.name)))
+        t = time.perf_counter()
+        upgrade(str(path))
+        upgrade_s = round(time.perf_counter() - t, 1)
     reused = path.exists()
     if not reused:
         fill(path, args.evaluations, args.runs, args.big_share)
     fill_s = time.perf_counter() - t
     conn = sqlite3.connect(path)
-    for ddl in EXTRA_INDEXES:  # a reused library measured with them before: start as shipped
-        conn.execute("DROP INDEX IF EXISTS " + ddl.split(" EXISTS ")[1].split()[0])
     run_id = conn.execute("SELECT id FROM runs ORDER BY id LIMIT 1").fetchone()[0]
     evaluations = conn.execute("SELECT count(*) FROM evaluations").fetchone()[0]
     big = conn.execute(
@@ -168,20 +191,20 @@ def main() -> None:
         "run_evaluations": big,
         "library_gb": round(size / 1e9, 2),
         "fill_s": None if reused else round(fill_s, 1),
+        "upgrade_s": upgrade_s,
         "reps_served": args.reps,
         "reps_computed": args.computed_reps,
         "indexes": indexes,
     }
-    result.update(measure(path, run_id, args.reps, args.computed_reps, "shipped"))
-    if args.compare_indexes:
-        conn = sqlite3.connect(path)
-        t = time.perf_counter()
-        for ddl in EXTRA_INDEXES:
-            conn.execute(ddl)
-        conn.commit()
-        conn.close()
-        result["extra_indexes_build_s"] = round(time.perf_counter() - t, 1)
-        result.update(measure(path, run_id, args.reps, args.computed_reps, "extra"))
+    if args.postgres:
+        with private_server() as server:
+            url = server.create_database("evokernel")
+            result["backend"] = f"postgresql {server.version_num}"
+            result["postgres_copy_s"] = copy_library(path, url)
+            print(f"copied into {url}: {result['postgres_copy_s']}", flush=True)
+            result.update(measure(url, run_id, args.reps, args.computed_reps, "shipped"))
+    else:
+        result.update(measure(path, run_id, args.reps, args.computed_reps, "shipped"))
     print(json.dumps(result))
 
 

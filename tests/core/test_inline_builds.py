@@ -5,9 +5,12 @@ tests/core/test_pool.py, test_gpu.py)."""
 from __future__ import annotations
 
 import inspect
+import shutil
 
+import pytest
 import torch.utils.cpp_extension as cpp_extension
 
+from evokernel.evaluation.arch_flags import supported_architectures, without_unbuildable_architectures
 from evokernel.evaluation.inline_builds import inline_build_note, lean_cu_arguments, light_cu_arguments
 
 PARAMETERS = inspect.signature(cpp_extension.load_inline).parameters
@@ -108,3 +111,33 @@ def test_a_cu_without_an_umbrella_include_is_not_a_light_build() -> None:
     assert light_cu_arguments(call(cuda_sources="// #include <torch/extension.h> later\n" + LEAN_CU)) is None
     assert light_cu_arguments(call(cuda_sources=None, cpp_sources=KERNELBENCH_CU)) is None
     assert light_cu_arguments(call(cuda_sources=[KERNELBENCH_CU, 3])) is None
+
+
+CUDA13 = frozenset({75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121})
+
+
+def test_an_architecture_nvcc_cannot_build_for_is_dropped_with_its_value() -> None:
+    fix = without_unbuildable_architectures
+    assert fix(["-O3", "--use_fast_math", "-arch=sm_70"], CUDA13) == ["-O3", "--use_fast_math"]
+    assert fix(["-arch", "sm_60", "-O3"], CUDA13) == ["-O3"]
+    assert fix(["-gencode=arch=compute_70,code=sm_70", "-gencode=arch=compute_90,code=sm_90"], CUDA13) == [
+        "-gencode=arch=compute_90,code=sm_90"
+    ]
+    assert fix(["-gencode", "arch=compute_52,code=sm_52", "-lineinfo"], CUDA13) == ["-lineinfo"]
+
+
+def test_architectures_nvcc_builds_and_other_flags_are_left_as_written() -> None:
+    fix = without_unbuildable_architectures
+    assert fix(["-O3", "--use_fast_math", "-arch=sm_75"], CUDA13) is None
+    assert fix(["-arch=sm_90a", "-std=c++17"], CUDA13) is None
+    assert fix(["-O3", "-archive-looking-flag", "-U__CUDA_NO_HALF_OPERATORS__"], CUDA13) is None
+    assert fix(["-arch=native"], CUDA13) is None  # no number: nvcc picks the GPU in hand
+
+
+def test_the_installed_nvcc_lists_what_it_builds_for() -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine")
+    supported = supported_architectures(nvcc)
+    assert supported is not None and 90 in supported  # every nvcc that lists architectures has sm_90
+    assert supported_architectures("/no/such/nvcc") is None
