@@ -15,6 +15,7 @@ from evokernel.db.models import (
     LLMCallRow,
     ProposalRow,
     RunEventRow,
+    TaskProfileRow,
     utcnow,
 )
 from evokernel.types import (
@@ -159,6 +160,33 @@ class AccountingMixin(IslandIndexMixin):
                 row.median_ms, row.iqr_ms, row.created_at = median_ms, iqr_ms, utcnow()
 
         self._scope.run(fn)
+
+    def put_task_profile(
+        self, task_hash: str, device: str, versions: str, level: str, profile: dict[str, Any]
+    ) -> None:
+        """Keep a task's reference profile (the latest one per device, versions and level)."""
+        key = {"task_hash": task_hash, "device": device, "versions": versions, "level": level}
+
+        def fn(s: Session) -> None:
+            row = s.scalars(select(TaskProfileRow).filter_by(**key)).first()
+            if row is None:
+                s.add(TaskProfileRow(**key, profile=profile))
+            else:
+                row.profile, row.created_at = profile, utcnow()
+
+        self._scope.run(fn)
+
+    def task_profile(
+        self, task_hash: str, device: str | None = None, level: str | None = None
+    ) -> dict[str, Any] | None:
+        """The latest reference profile of a task (on ``device``, at ``level`` when given), or None."""
+        stmt = select(TaskProfileRow.profile).where(TaskProfileRow.task_hash == task_hash)
+        if device is not None:
+            stmt = stmt.where(TaskProfileRow.device == device)
+        if level is not None:
+            stmt = stmt.where(TaskProfileRow.level == level)
+        stmt = stmt.order_by(TaskProfileRow.created_at.desc(), TaskProfileRow.id.desc()).limit(1)
+        return self._scope.run(lambda s: s.scalar(stmt))
 
     def log_event(
         self, run_id: str, kind: str, message: str = "", data: dict[str, Any] | None = None

@@ -26,10 +26,13 @@ _RESET = "reset"
 _FOLD_CHUNK = 2000  # generations per step of a rebuild (~25k candidates for PIKE-O's defaults)
 
 
-def light_scored(cid: int, island: int, generation: int, source: str, speedup: float | None) -> Scored:
-    """A correct candidate as the features see it: source and speedup, no lineage."""
+def light_scored(
+    cid: int, island: int, generation: int, source: str, speedup: float | None, bottleneck: str | None = None
+) -> Scored:
+    """A correct candidate as the features see it: source, speedup and bottleneck, no lineage."""
     cand = Candidate(cid, "", "", 0, island, generation, "", (), source)
-    return Scored(cand, Evaluation(Status.CORRECT, speedup_eager=speedup))
+    details = {"profiling": {"status": "ok", "bottleneck": bottleneck}} if bottleneck else {}
+    return Scored(cand, Evaluation(Status.CORRECT, speedup_eager=speedup, details=details))
 
 
 def one_cell(scored: Scored) -> str:
@@ -166,7 +169,7 @@ class Fold:
             "arrived": arrived,
         }
         self.members.append({**where, "neg_speedup": neg})
-        cell = self.cell_of(light_scored(r.id, r.island, r.generation, r.source, r.speedup))
+        cell = self.cell_of(light_scored(r.id, r.island, r.generation, r.source, r.speedup, r.bottleneck))
         best = self.best.setdefault((island, epoch), {})  # a new epoch starts with an empty grid
         if cell not in best or (neg, r.id) < best[cell][:2]:
             best[cell] = (neg, r.id, migrant)
@@ -203,7 +206,15 @@ WIPE = [
     delete(table).where(table.run_id == _P("run_id"), table.task_id == _P("task_id"))
     for table in (IslandIndexRow, IslandMemberRow, IslandCellRow, IslandPoolRow)
 ]
-_CANDIDATE_COLS = (_CAND.id, _CAND.island, _CAND.generation, _CAND.source, _CAND.status, _CAND.speedup)
+_CANDIDATE_COLS = (
+    _CAND.id,
+    _CAND.island,
+    _CAND.generation,
+    _CAND.source,
+    _CAND.status,
+    _CAND.speedup,
+    _CAND.bottleneck,
+)
 _FOLD_CANDIDATES = select(*_CANDIDATE_COLS).where(
     _CAND.run_id == _P("run_id"),
     _CAND.task_id == _P("task_id"),

@@ -57,6 +57,7 @@ _CANDIDATE_STATUS = (
             (CandidateRow.first_evaluation_id.is_(None), bindparam("new_speedup")),
             else_=CandidateRow.first_speedup,
         ),
+        bottleneck=bindparam("new_bottleneck"),
     )
 )
 
@@ -148,6 +149,7 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
             "new_speedup": evaluation.speedup_eager if evaluation.ok else None,
             "new_stage": evaluation.stage,
             "new_reason_key": reason_key(evaluation.reason),
+            "new_bottleneck": row["bottleneck"],
         }
 
         def fn(conn: Connection) -> None:

@@ -11,7 +11,7 @@ killed run can be resumed from the library alone:
           │                           └─ evaluations
           ├─ llm_calls
           └─ run_events
-    baselines (per task hash x device x software versions; shared across runs)
+    baselines, task_profiles (per task hash x device x software versions; shared across runs)
 """
 
 from __future__ import annotations
@@ -169,6 +169,9 @@ class CandidateRow(Base):
     # and verdicts the best-so-far curve follows (None while pending).
     first_evaluation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     first_speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The latest evaluation's bottleneck class (evaluation/profiling/verdict.py), for the island
+    # index's features; NULL without a profile (0006).
+    bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
 
 
 class IslandEventRow(Base):
@@ -218,6 +221,9 @@ class EvaluationRow(Base):
     # The server default fills the rows of libraries made before it (migration 0004).
     profile: Mapped[str] = mapped_column(String(20), default="strict", server_default="strict")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # From details["profiling"] (0006): the bottleneck class and the speed-of-light share.
+    bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    sol_share: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class LLMCallRow(Base):
@@ -265,6 +271,22 @@ class BaselineRow(Base):
     variant: Mapped[str] = mapped_column(String(100), default="")
     median_ms: Mapped[float] = mapped_column(Float)
     iqr_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TaskProfileRow(Base):
+    """A task's reference profile (evaluation/profiling/stage.py) per device, software and level (0006)."""
+
+    __tablename__ = "task_profiles"
+    __table_args__ = (
+        UniqueConstraint("task_hash", "device", "versions", "level", name="uq_task_profiles_key"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_hash: Mapped[str] = mapped_column(String(32))
+    device: Mapped[str] = mapped_column(String(200))
+    versions: Mapped[str] = mapped_column(String(200))
+    level: Mapped[str] = mapped_column(String(20))
+    profile: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 

@@ -73,7 +73,19 @@ def candidate(row: CandidateRow, task: str, parents: tuple[int, ...]) -> Candida
 def eval_columns(evaluation: Evaluation) -> dict[str, Any]:
     out = {k: getattr(evaluation, k) for k in _EVAL_FIELDS}
     out["status"] = evaluation.status.value
+    out["bottleneck"], out["sol_share"] = profile_columns(evaluation)
     return out
+
+
+def profile_columns(evaluation: Evaluation) -> tuple[str | None, float | None]:
+    """(bottleneck, speed-of-light share) of an evaluation's profile; (None, None) without one
+    (not profiled, profiling off, or skipped on a CPU)."""
+    profile = evaluation.details.get("profiling")
+    if not isinstance(profile, dict) or not str(profile.get("status", "")).startswith("ok"):
+        return None, None
+    share = (profile.get("sol") or {}).get("share")
+    bottleneck = profile.get("bottleneck")
+    return (str(bottleneck)[:20] if bottleneck else None), (float(share) if share is not None else None)
 
 
 def scored(s: Session, rows: list[CandidateRow], task: str) -> list[Scored]:

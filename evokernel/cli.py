@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         "fp32 1e-4, half 1e-2), kernelbench-v0 (the same at 1e-2 for all dtypes, as PIKE)",
     )
     verify.add_argument("--isolation", default="required", choices=["required", "best-effort"])
+    verify.add_argument(
+        "--profiling",
+        default="timeline",
+        choices=["none", "timeline", "counters"],
+        help="after timing, where the time goes: timeline (torch.profiler) or counters (also Nsight Compute)",
+    )
 
     sub.add_parser("doctor", help="what this machine allows for isolating candidates")
     return parser
@@ -84,7 +90,9 @@ def _verify(args: argparse.Namespace) -> int:
     from evokernel.config.schema import EvaluationConfig
     from evokernel.evaluation.verify import format_report, to_json, verify
 
-    config = EvaluationConfig(timeout_s=args.timeout, profile=args.profile, isolation=args.isolation)
+    config = EvaluationConfig(
+        timeout_s=args.timeout, profile=args.profile, isolation=args.isolation, profiling=args.profiling
+    )
     evaluation = verify(args.task, args.candidate, args.device, config)
     print(to_json(evaluation) if args.json else format_report(evaluation))
     return 0 if evaluation.ok else 1

@@ -42,6 +42,8 @@ class MutationRequest:
     # an operator that learns from outcomes (tune's model) learns from. Filled only for mutators
     # with ``wants_history``; read from the library, so a resumed run rebuilds the same request.
     history: tuple[Scored, ...] = ()
+    # The task's reference profile (evaluation/profiling/), shown to the ideas call; None: none taken.
+    reference_profile: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

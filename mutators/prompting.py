@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from string import Template
+from typing import Any
 
+from evokernel.evaluation.profiling.summary import profile_lines
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
 from evokernel.types import Evaluation, Operator, Scored
@@ -62,9 +64,22 @@ def format_feedback(scored: Scored) -> str:
         lines.append(f"Max abs error vs reference: {ev.max_abs_error:.3g}")
     if ev.interpreter:
         lines.append("(Timings come from Triton's CPU interpreter, not from a GPU.)")
+    profile = format_profile(ev.details.get("profiling"), "profile")
+    if profile:
+        lines.append(profile)
     if ev.feedback:
         lines.append("Details:\n" + clip(ev.feedback.strip(), MAX_FEEDBACK_CHARS))
     return "\n".join(lines)
+
+
+def format_profile(profile: dict[str, Any] | None, template: str) -> str:
+    """A profile (evaluation/profiling/) as its template (``profile`` or ``reference_profile``)
+    shows it: a few token-bounded lines (profiling/summary.py); "" when there is none."""
+    lines = profile_lines(profile)
+    if not lines or profile is None:
+        return ""
+    values = {"level": str(profile.get("level", "")), "device": str(profile.get("device") or "the GPU")}
+    return load_template(template).substitute(values, lines="\n".join(lines)).rstrip()
 
 
 def _values(request: MutationRequest) -> dict[str, str]:
@@ -98,6 +113,7 @@ def _values(request: MutationRequest) -> dict[str, str]:
         if context
         else "",
         "idea": f"\n## Idea to try\n{idea.strip()}\n" if idea else "",
+        "reference_profile": format_profile(request.reference_profile, "reference_profile"),
         "starting_point": f"\n## Starting point (correct, maybe slow)\n```python\n{seed.strip()}\n```\n"
         if seed
         else "",

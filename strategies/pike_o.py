@@ -5,9 +5,10 @@ reproduces a run whatever order evaluations finish in); each makes ``batch`` pro
 
 - **Islands** (default 3): generation 0 seeds island 0; at each boundary an island with no
   correct member is reseeded with the best candidate overall (how islands 1.. get started).
-- **MAP-Elites grid** per island over ``features`` (code_length, speedup, kernel_count), ``bins``
-  cells per feature: each cell keeps its fastest member. **Archive**: the ``archive_size``
-  fastest correct candidates over all islands.
+- **MAP-Elites grid** per island over ``features`` (code_length, speedup, kernel_count, and
+  bottleneck: the profiler's class, evaluation/profiling/), ``bins`` cells per feature (bottleneck
+  uses its 5 classes, fewer when ``bins`` is smaller): each cell keeps its fastest member.
+  **Archive**: the ``archive_size`` fastest correct candidates over all islands.
 - **Parent sampling** per proposal: exploration (``exploration_ratio``, 0.2) uniform over the
   island's grid cells; exploitation (``exploitation_ratio``, 0.7) uniform over the archive
   members living on the island (the whole archive if none do); random (the rest, 0.1) uniform
@@ -62,10 +63,23 @@ def _kernel_count(sc: Scored, bins: int) -> int:
     return min(bins - 1, src.count("@triton.jit") + src.count("load_inline("))
 
 
+# Bins of the bottleneck feature, in this order (evaluation/profiling/verdict.py's classes);
+# a candidate without a profile (profiling off, a CPU run) sits with "unknown".
+BOTTLENECKS = ("unknown", "memory-bound", "compute-bound", "latency-bound", "occupancy-limited")
+
+
+def _bottleneck(sc: Scored, bins: int) -> int:
+    # Keeps a memory-bound and a compute-bound line of descent in different cells.
+    profile = sc.evaluation.details.get("profiling") if sc.evaluation is not None else None
+    found = profile.get("bottleneck") if isinstance(profile, dict) and profile.get("status") == "ok" else None
+    return min(bins - 1, BOTTLENECKS.index(found) if found in BOTTLENECKS else 0)
+
+
 FEATURES: dict[str, Callable[[Scored, int], int]] = {
     "code_length": _code_length,
     "speedup": _speedup,
     "kernel_count": _kernel_count,
+    "bottleneck": _bottleneck,
 }
 
 

@@ -41,6 +41,10 @@ class TaskOverview:
     evaluations: int
     correct: int
     budget: int
+    # The best kernel's speed-of-light share and bottleneck class (evaluations columns of 0006);
+    # None when it was not profiled.
+    sol_share: float | None = None
+    bottleneck: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,8 @@ def _tasks(s: Session, run_id: str, config: dict[str, Any]) -> list[TaskOverview
                 evaluations=evaluated,
                 correct=int(counts.get("correct", 0)),
                 budget=per_task,
+                sol_share=ev.sol_share if ev else None,
+                bottleneck=ev.bottleneck if ev else None,
             )
         )
     return out

@@ -117,6 +117,7 @@ def _check(config: ExperimentConfig) -> None:
         "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
         "evaluation.profile": (config.evaluation.profile, PROFILE_NAMES),
         "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
+        "evaluation.profiling": (config.evaluation.profiling, ("none", "timeline", "counters")),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:

@@ -193,6 +193,11 @@ class EvaluationConfig:
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"
+    # After timing, correct candidates (and each task's reference, once) are profiled: none,
+    # timeline (torch.profiler: kernels, launches, host gaps, bottleneck, speed of light) or
+    # counters (also Nsight Compute per main kernel). Off by default: CUPTI's start costs 4-6 s
+    # per candidate process on an H200, Nsight Compute 6-9 s more (docs/benchmarks.md, issue 26).
+    profiling: str = "none"
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 

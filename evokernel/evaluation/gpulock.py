@@ -59,8 +59,8 @@ from typing import Any
 from evokernel.exceptions import EvaluationError
 
 # Which lock a supervisor command needs: GPU work that may overlap (shared) or a timing (exclusive).
-SHARED_OPS = frozenset({"variant", "trial", "reference"})
-EXCLUSIVE_OPS = frozenset({"time", "baselines"})
+SHARED_OPS = frozenset({"variant", "trial", "reference", "profile"})
+EXCLUSIVE_OPS = frozenset({"time", "baselines", "counters"})
 POLL_S = (0.001, 0.010)
 SHARED_PATIENCE_S = 5.0
 EXCLUSIVE_PATIENCE_S = 60.0

@@ -48,6 +48,8 @@ import triton  # noqa: F401 - imported before the fork so the worker does not pa
 from evokernel.evaluation import channel, guards, worker
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
+from evokernel.evaluation.loading import build_reference, load_module, make_inputs
+from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
 from evokernel.types import Evaluation, Status
 
@@ -117,8 +119,12 @@ def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_
     (workdir / "reference.py").write_text(request["task"]["source"])
     gpu = GpuLock.from_request(request)
     try:
-        baselines = measure_reference_baselines(workdir, torch.device(request["device"]), request, gpu)
-        evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details={"timing": baselines})
+        device = torch.device(request["device"])
+        baselines = measure_reference_baselines(workdir, device, request, gpu)
+        details: dict[str, Any] = {"timing": baselines}
+        if profiling.wanted(request):
+            details["reference_profiling"] = _reference_profile(workdir, device, request, gpu, baselines)
+        evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details=details)
     except Exception as exc:  # noqa: BLE001 - the reference itself failed: the pool logs it
         evaluation = Evaluation(
             status=Status.CRASHED,
@@ -128,6 +134,22 @@ def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_
         )
     details = {**evaluation.details, "gpu_lock": gpu.summary()}
     return _send(replace(evaluation, details=details), request, start, key, result_fd)
+
+
+def _reference_profile(
+    workdir: Path, device: torch.device, request: dict[str, Any], gpu: GpuLock, baselines: dict[str, Any]
+) -> dict[str, Any]:
+    """The reference's profile at the timing variant's sizes (the figures beside its baselines)."""
+
+    def model_inputs() -> tuple[Any, list[Any]]:
+        task = load_module(workdir / "reference.py", "evokernel_reference_profiled", request["overrides"][0])
+        return build_reference(task, device), make_inputs(task, 0, device)
+
+    eager = (baselines.get("eager") or {}).get("median_ms")
+    try:
+        return profiling.profile_reference(request, device, gpu, model_inputs, eager)
+    except (RuntimeError, ValueError, OSError) as exc:  # advice only: the baselines stand
+        return {"level": request.get("profiling"), "status": f"failed: {type(exc).__name__}: {exc}"[:400]}
 
 
 def _send(evaluation: Evaluation, request: dict[str, Any], start: float, key: bytes, result_fd: int) -> int:

@@ -39,6 +39,7 @@ class EvaluationRequest:
     baselines: dict[str, Any] | None = None  # a cache entry of evokernel.evaluation.baselines
     static_checks: bool = True
     light_cuda_headers: bool = True  # evaluation.light_cuda_headers (evaluation/inline_builds.py)
+    profiling: str = "none"  # evaluation.profiling (evaluation/profiling/stage.py)
     # "baselines": measure the task's eager/compile baselines (trusted code only), no candidate.
     mode: Literal["candidate", "baselines"] = "candidate"
     # Added by the actor that runs it: its GPU lock ({dir, max_wait_s}) and precompiled headers.
@@ -91,6 +92,7 @@ class EvaluationRequest:
             baselines=baselines,
             static_checks=static_checks,
             light_cuda_headers=config.light_cuda_headers,
+            profiling=config.profiling,
         )
 
     def for_baselines(self) -> EvaluationRequest:

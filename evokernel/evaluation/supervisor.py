@@ -1,12 +1,14 @@
-"""The stages as the supervisor drives them: build, correctness, integrity, timing, feedback.
+"""The stages as the supervisor drives them: build, correctness, integrity, timing, profiling
+(when ``evaluation.profiling`` asks for it: profiling/stage.py), feedback.
 
 Each stage is timed and recorded with its own status and reason in ``details["stages"]``. The
 worker is driven over :mod:`evokernel.evaluation.channel`; every wait has the evaluation's
 deadline, so a hang is a ``timeout`` of the stage it happened in, and a worker that dies is
 ``crashed`` with its signal or exit code.
 
-Over ~300 lines (325) on purpose: the stage sequence is one concept, read top to bottom; the
-worker process's handling (worker_process.py) and the verdict (verdict.py) are apart.
+Over ~300 lines (345) on purpose: the stage sequence is one concept, read top to bottom; the
+worker process's handling (worker_process.py), the verdict (verdict.py) and the profiling stage
+(profiling/stage.py) are apart.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
+from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
@@ -58,6 +61,8 @@ class Supervisor:
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
         self.isolation: dict[str, Any] = {}
+        # The task's minimum bytes and FLOPs (profiling/verdict.py), for the speed of light.
+        self.work: dict[str, Any] | None = None
 
     @property
     def deadline(self) -> float:
@@ -65,24 +70,29 @@ class Supervisor:
 
     # ---- the worker link ------------------------------------------------------------------
     def ask(
-        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None = None
+        self,
+        command: dict[str, Any],
+        meanwhile: Callable[[], Any] | None = None,
+        limit_s: float | None = None,
     ) -> tuple[dict[str, Any], bytearray]:
         """Send ``command`` and return the worker's answer; ``meanwhile`` (the supervisor's own
-        share of the step, e.g. the reference run of a trial) runs while the worker works."""
+        share of the step, e.g. the reference run of a trial) runs while the worker works.
+        ``limit_s``: a shorter deadline for this step (the profiling stage's)."""
         with self.gpu.hold(str(command["op"])):
-            return self._ask(command, meanwhile)
+            return self._ask(command, meanwhile, limit_s)
 
     def _ask(
-        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None
+        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None, limit_s: float | None = None
     ) -> tuple[dict[str, Any], bytearray]:
+        deadline = self.deadline if limit_s is None else min(self.deadline, time.perf_counter() + limit_s)
         try:
-            if self.deadline - time.perf_counter() <= 0:
+            if deadline - time.perf_counter() <= 0:
                 raise TimeoutError
-            self.sock.settimeout(self.deadline - time.perf_counter())
+            self.sock.settimeout(deadline - time.perf_counter())
             channel.send(self.sock, command)
             if meanwhile is not None:
                 meanwhile()
-            remaining = self.deadline - time.perf_counter()
+            remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise TimeoutError
             self.sock.settimeout(remaining)
@@ -116,6 +126,9 @@ class Supervisor:
         self.stages.append(
             {"stage": self.stage, "status": "passed", "reason": reason, "seconds": self._elapsed()}
         )
+
+    def skipped(self, reason: str) -> None:
+        self.stages.append({"stage": self.stage, "status": "skipped", "reason": reason, "seconds": 0.0})
 
     def _elapsed(self) -> float:
         waited = self.gpu.waited_s - self.stage_waited  # recorded as queue time instead
@@ -180,7 +193,9 @@ class Supervisor:
             try:
                 with self.gpu.hold("reference"):
                     reference = build_reference(task, self.device)
-                    make_inputs(task, 0, self.device)
+                    inputs = make_inputs(task, 0, self.device)
+                    if index == 0 and self.device.type == "cuda" and profiling.wanted(self.request):
+                        self.work = profiling.task_work(reference, inputs)
             except Exception as exc:
                 if not unseen:
                     raise
@@ -315,14 +330,17 @@ class Supervisor:
         why = integrity.side_stream_work(new)
         if why:
             raise self.reject("side-stream", why)
-        self.stop_worker()
+        profile = profiling.wanted(self.request)
+        if not profile:  # else the profiling stage profiles the warm worker after the baselines
+            self.stop_worker()
         baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
         self.passed()
+        details = {**self.details(), "outputs_via": self.outputs_via()}
+        if profile:
+            details["profiling"] = profiling.profile_candidate(self, self.work, float(new["median_ms"]))
         self.enter("feedback")
         feedback = timing_feedback(
             new, baselines.get("eager"), baselines.get("compile"), worst, self.device.type == "cpu"
         )
         self.passed()
-        return correct_evaluation(
-            new, baselines, worst, feedback, {**self.details(), "outputs_via": self.outputs_via()}
-        )
+        return correct_evaluation(new, baselines, worst, feedback, {**details, "stages": self.stages})

@@ -12,6 +12,7 @@ from typing import Any
 
 from evokernel.config.schema import EvaluationConfig
 from evokernel.evaluation.isolation import check
+from evokernel.evaluation.profiling.summary import profile_lines
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.exceptions import EvaluationError
@@ -51,6 +52,7 @@ def verify(
 
 def report_dict(evaluation: Evaluation) -> dict[str, Any]:
     """The ``--json`` object: the issue's required keys first, then the figures and the stages."""
+    profile = evaluation.details.get("profiling") or {}
     return {
         "status": evaluation.status.value,
         "reason": evaluation.reason,
@@ -67,6 +69,10 @@ def report_dict(evaluation: Evaluation) -> dict[str, Any]:
         "device": evaluation.device,
         "interpreter": evaluation.interpreter,
         "stages": evaluation.details.get("stages", []),
+        # The profiling stage's verdict (evaluation/profiling/): class, share, and the whole profile.
+        "bottleneck": profile.get("bottleneck") if profile.get("status") == "ok" else None,
+        "sol_share": (profile.get("sol") or {}).get("share") if profile.get("status") == "ok" else None,
+        "profiling": profile or None,
         "feedback": evaluation.feedback,
         "duration_s": evaluation.duration_s,
     }
@@ -80,6 +86,10 @@ def format_report(evaluation: Evaluation) -> str:
     for stage in evaluation.details.get("stages", []):
         why = f"  {stage['reason']}" if stage.get("reason") else ""
         lines.append(f"  {stage['stage']:<12} {stage['status']:<7} {stage['seconds']:8.3f} s{why}")
+    profile = evaluation.details.get("profiling") or {}
+    if profile:
+        lines.append(f"profiling: {profile.get('level')}, {profile.get('status')}")
+        lines.extend(f"  {line}" for line in profile_lines(profile))
     if evaluation.feedback and evaluation.feedback != evaluation.reason:
         lines.append("feedback:")
         lines.extend(f"  {line}" for line in evaluation.feedback.splitlines())

@@ -38,6 +38,7 @@ from evokernel.evaluation.loading import (
     load_module,
     make_inputs,
 )
+from evokernel.evaluation.profiling import timeline
 from evokernel.evaluation.timing import TimingSettings, time_callable
 
 # Poison blocks left in the caching allocator before each candidate call: enough to cover the
@@ -68,6 +69,10 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
             # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on
             # the H200 machine. Harness code only; no candidate code has run yet.
             torch.empty(1, device="cuda")
+            if request.get("profiling", "none") != "none":
+                # CUPTI's 4-6 s start before confinement: started after it, in a worker forked by
+                # the pool's fork-server, it stalled every profiled candidate on the H200 machine.
+                timeline.prepare("cuda")
         confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
@@ -120,6 +125,7 @@ class _Worker:
             "trial": self.trial,
             "outputs": self.resend,
             "time": self.time,
+            "profile": self.profile,
         }
         while True:
             command, _ = channel.recv(self.sock)
@@ -292,3 +298,15 @@ class _Worker:
             "new_threads": 0,
             "changed_harness": integrity.changed_harness(self.snapshot),
         }, b""
+
+    def profile(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """One call on the timing inputs under torch.profiler (profiling/timeline.py), after timing.
+        A profiler that fails is reported in the timeline, never as the candidate's failure."""
+        assert self.task is not None
+        inputs = make_inputs(self.task, 0, self.device)
+        try:
+            with torch.no_grad():
+                found = timeline.profile_call(lambda: self.model(*inputs), self.device)
+        except Exception as exc:  # noqa: BLE001 - a profile is advice; the verdict is already made
+            found = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"ok": True, "timeline": found}, b""

@@ -55,8 +55,12 @@ class BaselineCache:
         compile_on: bool,
         hardware: Callable[[], Awaitable[Hardware]],
         measure: Callable[[Task, dict[str, Any] | None], Awaitable[Evaluation]],
+        profiling: str = "none",
     ) -> None:
         self.backing = store
+        # evaluation.profiling: the baselines job also profiles the reference, once per task and
+        # device (evaluation/profiling/stage.py); a task whose profile is stored is not re-run.
+        self.profiling = profiling
         self.scale, self.compile_on = scale, compile_on
         self._hardware, self._measure = hardware, measure
         self._entries: dict[str, dict[str, Any] | None] = {}
@@ -79,7 +83,7 @@ class BaselineCache:
     async def _fill(self, task: Task) -> None:
         cached = await self._from_store(task)
         needed = ("eager", "compile") if self.compile_on else ("eager",)
-        if cached is None or not all(cached.get(kind) for kind in needed):
+        if cached is None or not all(cached.get(kind) for kind in needed) or not await self._profiled(task):
             evaluation = await self._measure(task, cached)
         else:
             evaluation = None
@@ -92,6 +96,13 @@ class BaselineCache:
             log.warning("baselines of task %s: %s; candidates measure them", task.name, evaluation.reason)
             return
         self.store(task, evaluation)
+
+    async def _profiled(self, task: Task) -> bool:
+        """The reference profile the run's level asks for is stored (or none is asked for)."""
+        if self.profiling == "none" or self.backing is None or not hasattr(self.backing, "task_profile"):
+            return True
+        hw = await self._hardware()
+        return self.backing.task_profile(task.source_hash, hw.label, self.profiling) is not None
 
     async def _from_store(self, task: Task) -> dict[str, Any] | None:
         if self.backing is None:
@@ -109,6 +120,11 @@ class BaselineCache:
         them spares every later one the exclusive GPU time."""
         timing = evaluation.details.get("timing") or {}
         key = timing.get("baseline_key")
+        profile = evaluation.details.get("reference_profiling")
+        if key and isinstance(profile, dict) and profile.get("status") == "ok" and self.backing is not None:
+            put = getattr(self.backing, "put_task_profile", None)
+            if put is not None:
+                put(task.source_hash, key["device"], key["versions"], str(profile.get("level")), profile)
         fresh = {kind: timing[kind] for kind in KINDS if timing.get(kind) and not timing[kind].get("cached")}
         if not key or not fresh:
             return

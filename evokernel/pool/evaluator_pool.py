@@ -114,6 +114,7 @@ class EvaluatorPool:
             compile_on=compile_enabled(config.compile_baseline, self.device),
             hardware=self.hardware,
             measure=self._measure_baselines,
+            profiling=config.profiling if self.device == "cuda" else "none",  # a CPU profiles nothing
         )
 
     # Actor handles, the requests each has in flight, its size: read them; the pool changes them.

@@ -3,7 +3,9 @@
 torch reports name, compute capability, SM count, memory size, shared memory and L2 size, but not
 memory bandwidth (it exposes neither the memory clock nor the bus width), so bandwidth comes from
 a table of datasheet peaks by device name and is labelled *nominal*: sustained copies reach ~80-90 %
-of it. Nothing here imports torch; the pool passes its device properties in.
+of it. The tables (bandwidth, dense FLOP/s per dtype) live in
+:mod:`evokernel.evaluation.device_peaks`, where the profiling stage reads them too. Nothing here
+imports torch; the pool passes its device properties in.
 """
 
 from __future__ import annotations
@@ -11,30 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Datasheet peak DRAM bandwidth in GB/s, matched as substrings of torch's device name, most
-# specific first ("H100 PCIe" before "H100"). Sources: NVIDIA product datasheets.
-NOMINAL_BANDWIDTH_GBPS: tuple[tuple[str, float], ...] = (
-    ("GB200", 8000.0),
-    ("B200", 8000.0),
-    ("H200", 4800.0),
-    ("GH200", 4000.0),
-    ("H100 NVL", 3900.0),
-    ("H100 PCIe", 2000.0),
-    ("H100", 3350.0),  # H100 SXM5 80GB HBM3
-    ("H800", 3350.0),
-    ("A100 80GB PCIe", 1935.0),
-    ("A100-SXM4-80GB", 2039.0),
-    ("A100", 1555.0),  # the 40 GB parts, SXM4 and PCIe
-    ("L40S", 864.0),
-    ("L40", 864.0),
-    ("L4", 300.0),
-    ("A10G", 600.0),
-    ("A10", 600.0),
-    ("RTX 4090", 1008.0),
-    ("RTX 3090", 936.0),
-    ("V100", 900.0),
-    ("T4", 320.0),
+from evokernel.evaluation.device_peaks import (
+    DENSE_TFLOPS,
+    NOMINAL_BANDWIDTH_GBPS,
+    dense_tflops,
+    nominal_bandwidth_gbps,
 )
+
+__all__ = [
+    "DENSE_TFLOPS",
+    "NOMINAL_BANDWIDTH_GBPS",
+    "dense_tflops",
+    "device_facts",
+    "format_hardware",
+    "nominal_bandwidth_gbps",
+]
+
 # Order and wording of the known facts; other keys follow as "key: value".
 _KNOWN = (
     "compute_capability",
@@ -44,14 +38,6 @@ _KNOWN = (
     "shared_memory_per_block_kib",
     "l2_cache_mib",
 )
-
-
-def nominal_bandwidth_gbps(device_name: str) -> float | None:
-    """Datasheet peak memory bandwidth of ``device_name`` (torch's name for it), or None if unknown."""
-    for pattern, gbps in NOMINAL_BANDWIDTH_GBPS:
-        if pattern.lower() in device_name.lower():
-            return gbps
-    return None
 
 
 def device_facts(props: Any) -> dict[str, Any]:

@@ -23,12 +23,24 @@ def run_text(report: RunReport) -> str:
             x(t.speedup_eager),
             x(t.speedup_compile),
             num(t.runtime_ms),
+            f"{t.sol_share:.0%}" if t.sol_share is not None else "-",
+            t.bottleneck or "-",
             t.profile,
             f"{t.correct}/{t.evaluations}/{t.budget}",
         ]
         for t in o.tasks
     ]
-    header = ["task", "best", "vs eager", "vs compile", "ms", "profile", "correct/evaluated/budget"]
+    header = [
+        "task",
+        "best",
+        "vs eager",
+        "vs compile",
+        "ms",
+        "SOL",
+        "bottleneck",
+        "profile",
+        "correct/evaluated/budget",
+    ]
     lines += [format_table(rows, header)]
     lines.append(
         f"geomean {x(o.geomean)} over {o.correct_tasks} task(s) with a correct kernel; fast_1 {fast1(o):.0%}"

@@ -199,6 +199,8 @@ class ProposalJobs:
             rng_seed=proposal_rng_seed(self.config.seed, proposal, parents),
             hardware=self.hardware,
             language=self.config.mutators.llm.language,
+            # The reference's profile, taken with its baselines (pool/baseline_cache.py).
+            reference_profile=lib.task_profile(progress.task.source_hash),
         )
         async with self._llm_limit:
             result = await mutator.ideas(request, proposal.count)

@@ -50,6 +50,16 @@ def format_table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(out)
 
 
+def sol_cells(best: Scored | None) -> tuple[str, str]:
+    """The best kernel's speed-of-light share and bottleneck (evaluation/profiling/), or dashes."""
+    profile = best.evaluation.details.get("profiling") if best is not None and best.evaluation else None
+    if not isinstance(profile, dict) or profile.get("status") != "ok":
+        return "-", "-"
+    share = (profile.get("sol") or {}).get("share")
+    device = str(profile.get("device") or "the device").removeprefix("NVIDIA ")
+    return (f"{share:.0%} of {device}" if share is not None else "-"), str(profile.get("bottleneck", "-"))
+
+
 class ProgressPrinter:
     """Plain lines (they survive log files and CI consoles better than a live display)."""
 
@@ -87,6 +97,9 @@ class ProgressPrinter:
             f"  pool: {pool.size} evaluator(s) on {where}, {getattr(pool, 'scale', 'given')} task sizes, "
             f"verdict profile {config.evaluation.profile}; library: {redact(library.url)}"
         )
+        from evokernel.evaluation.profiling.availability import describe
+
+        self.say(f"  {describe(config.evaluation.profiling, device)}")
         if self._interpreter:
             self.say(
                 "  note: no GPU, so Triton runs under TRITON_INTERPRET=1 and timings are interpreter "
@@ -125,10 +138,14 @@ class ProgressPrinter:
             if best is not None and seed is not None and best.speedup and seed.speedup:
                 vs_seed = f"{best.speedup / seed.speedup:.3g}x"
             status = best.evaluation.status.value if best and best.evaluation else "no correct candidate"
-            rows.append([task.name, f"#{best.candidate.id}" if best else "-", status, _speed(best), vs_seed])
+            row = [task.name, f"#{best.candidate.id}" if best else "-", status, _speed(best), vs_seed]
+            rows.append(row + list(sol_cells(best)))
         self.say("")
         header = f"speedup vs eager ({getattr(self, '_profile', 'strict')})"
-        self.say(format_table(rows, ["task", "best", "status", header, "vs seed"]))
+        columns = ["task", "best", "status", header, "vs seed", "speed of light", "bottleneck"]
+        if all(row[-2:] == ["-", "-"] for row in rows):  # no profile taken: no empty columns
+            rows, columns = [row[:-2] for row in rows], columns[:-2]
+        self.say(format_table(rows, columns))
         if self._interpreter:
             self.say("(interpreter timings on CPU: they rank candidates but say nothing about GPU speed)")
         verb = "was interrupted after" if summary.interrupted else "finished in"

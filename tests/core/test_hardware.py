@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evokernel.pool.hardware import device_facts, format_hardware, nominal_bandwidth_gbps
+from evokernel.pool.hardware import dense_tflops, device_facts, format_hardware, nominal_bandwidth_gbps
 
 # The values torch 2.x reports for an H100 SXM (torch.cuda.get_device_properties(0)).
 H100 = SimpleNamespace(
@@ -29,6 +29,23 @@ def test_nominal_bandwidth_matches_the_most_specific_name() -> None:
     assert nominal_bandwidth_gbps("NVIDIA A100-SXM4-80GB") == 2039.0
     assert nominal_bandwidth_gbps("NVIDIA A100-PCIE-40GB") == 1555.0
     assert nominal_bandwidth_gbps("Some Future Accelerator") is None
+
+
+def test_a_gh200_is_not_read_as_the_h200_it_contains() -> None:
+    # "GH200" contains "H200": the longest matching name wins, whatever the table's order.
+    assert nominal_bandwidth_gbps("NVIDIA GH200 480GB") == 4000.0
+    assert nominal_bandwidth_gbps("NVIDIA H200") == 4800.0
+    assert nominal_bandwidth_gbps("NVIDIA L40S") == 864.0
+    assert nominal_bandwidth_gbps("NVIDIA L4") == 300.0
+
+
+def test_dense_peaks_per_dtype() -> None:
+    assert dense_tflops("NVIDIA H200", "float16") == 989.0
+    assert dense_tflops("NVIDIA H200", "float32") == 67.0  # CUDA cores: the evaluator turns TF32 off
+    assert dense_tflops("NVIDIA H100 PCIe", "bfloat16") == 756.0
+    assert dense_tflops("NVIDIA A100-SXM4-80GB", "float16") == 312.0
+    assert dense_tflops("NVIDIA T4", "bfloat16") is None
+    assert dense_tflops("Some Future Accelerator", "float16") is None
 
 
 def test_h100_facts_format_as_one_line() -> None:

@@ -5,6 +5,7 @@ Written through the public ``SolutionLibrary`` API, exactly as a run writes it."
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from evokernel.db import SolutionLibrary
@@ -83,6 +84,25 @@ def correct(speedup: float, profile: str = "strict") -> Evaluation:
     )
 
 
+def profiled(evaluation: Evaluation) -> Evaluation:
+    """``evaluation`` with the profile the profiling stage records (evaluation/profiling/)."""
+    profile = {
+        "level": "timeline",
+        "status": "ok",
+        "device": "NVIDIA H200",
+        "bottleneck": "memory-bound",
+        "why": "kernels run at 71% of the memory floor",
+        "sol": {
+            "share": 0.71,
+            "limit": "memory",
+            "min_ms": 0.79,
+            "bytes": 3_800_000_000,
+            "bandwidth_gbps": 4800.0,
+        },
+    }
+    return dataclasses.replace(evaluation, details={**evaluation.details, "profiling": profile})
+
+
 def _failed(status: Status, stage: str, reason: str) -> Evaluation:
     stages = [{"stage": stage, "status": "failed", "reason": reason, "seconds": 0.3}]
     return Evaluation(
@@ -145,7 +165,7 @@ def build(url: str) -> Fixture:
             lib.ensure_islands(run_id, name, 2)
         lib.log_event(run_id, "started", "", {"tasks": ["relu", "softmax"]})
         seed = add(lib, run_id, "relu", SEED, correct(1.0), operator="seed", llm=False)
-        best = add(lib, run_id, "relu", V1, correct(1.8), parents=(seed,), generation=1)
+        best = add(lib, run_id, "relu", V1, profiled(correct(1.8)), parents=(seed,), generation=1)
         add(
             lib,
             run_id,

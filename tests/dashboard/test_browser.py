@@ -29,6 +29,9 @@ def test_open_run_see_chart_click_tree_node_see_candidate_and_diff(
     tasks = pg.locator("#tasks tbody")
     tasks.get_by_text(f"1.80{X}").wait_for()
     assert "relu" in tasks.inner_text() and "softmax" in tasks.inner_text()
+    # The best relu kernel's speed-of-light share and bottleneck (profiling, issue 26).
+    relu_row = pg.locator("#tasks tbody tr", has_text="relu").inner_text()
+    assert "71%" in relu_row and "memory-bound" in relu_row
     # The chart drew: ECharts holds one best-so-far series per task, ending at relu's best.
     pg.wait_for_function("() => window.evoCharts && window.evoCharts['best-chart']")
     series = pg.evaluate(

@@ -3,6 +3,7 @@ a real headless chromium (no console error, every plot decoded, the tables fille
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -31,11 +32,21 @@ def test_run_report_text_png_html(tmp_path: Path, capsys: pytest.CaptureFixture[
     run_id = run_instant(
         config, tasks, mutator=InstantMutator(incorrect_rate=0.4, uses_llm=True, cost_usd=0.02)
     )
+    # alpha's best kernel profiled again (as evaluation.profiling records it): its speed of light shows.
+    lib = SolutionLibrary(tmp_path / "lib.db")
+    best = lib.top(run_id, "alpha", 1)[0]
+    assert best.evaluation is not None
+    profile = {"status": "ok", "bottleneck": "memory-bound", "why": "DRAM 84 %", "sol": {"share": 0.71}}
+    details = {**best.evaluation.details, "profiling": profile}
+    lib.record_evaluation(best.candidate.id, dataclasses.replace(best.evaluation, details=details))
     html, png = tmp_path / "out" / "report.html", tmp_path / "out" / "png"
     assert (
         main(["report", "--library", str(tmp_path / "lib.db"), "--html", str(html), "--png", str(png)]) == 0
     )
     out = capsys.readouterr().out
+    alpha_row = next(line for line in out.splitlines() if line.startswith("alpha "))
+    assert "71%" in alpha_row and "memory-bound" in alpha_row
+    assert '<td class="num">71%</td><td>memory-bound</td>' in html.read_text()
     assert f"run {run_id} 'conformance': finished, 20/20 evaluations" in out
     assert "alpha lineage: #" in out and "failed" in out
     assert sorted(p.name for p in png.iterdir()) == ["convergence.png", "fast_p.png"]

@@ -64,6 +64,26 @@ def test_map_elites_keeps_the_fastest_member_per_cell() -> None:
     assert {cell: m.id for cell, m in cells.items()} == {(0, 0): 2, (3, 0): 3, (3, 1): 4}
 
 
+def test_bottleneck_feature_keeps_memory_and_compute_bound_lines_apart() -> None:
+    def profiled(cid: int, speedup: float, bottleneck: str | None) -> Member:
+        profile = {"status": "ok", "bottleneck": bottleneck} if bottleneck else {}
+        cand = Candidate(cid, "run", "t", cid, 0, 1, "mutate", (), "x")
+        ev = Evaluation(status=Status.CORRECT, speedup_eager=speedup, details={"profiling": profile})
+        return Member(Scored(cand, ev))
+
+    strategy = PikeO(features=["bottleneck"], bins=8)
+    pop = [profiled(1, 3.0, "memory-bound"), profiled(2, 1.2, "compute-bound"), profiled(3, 2.0, None)]
+    pop.append(profiled(4, 1.0, "memory-bound"))  # slower than #1: not an elite
+    assert {cell: m.id for cell, m in strategy.grid(pop).items()} == {(1,): 1, (2,): 2, (0,): 3}
+    # The island index folds candidate rows: the bottleneck column reaches the feature there too.
+    from evokernel.db.index import light_scored
+
+    assert strategy.cell(light_scored(5, 0, 1, "x", 1.0, "compute-bound")) == (2,)
+    assert PikeO(features=["bottleneck"], bins=2).cell(light_scored(6, 0, 1, "x", 1.0, "latency-bound")) == (
+        1,
+    )
+
+
 def test_bad_parameters_are_clear_errors() -> None:
     with pytest.raises(ConfigError, match="unknown feature"):
         PikeO(features=["colour"])

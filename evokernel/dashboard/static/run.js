@@ -29,7 +29,9 @@
     fill(document.querySelector("#tasks tbody"), o.tasks.map((t) => [
       t.task,
       t.best_candidate === null ? "–" : el("span", {}, speedup(t.speedup_eager), " ", candidateLink(t.best_candidate)),
-      speedup(t.speedup_compile), num(t.runtime_ms, 4), `${t.evaluations} / ${t.budget || "–"}`, t.correct,
+      speedup(t.speedup_compile), num(t.runtime_ms, 4),
+      t.sol_share === null || t.sol_share === undefined ? "–" : `${(100 * t.sol_share).toFixed(0)}%`, t.bottleneck || "–",
+      `${t.evaluations} / ${t.budget || "–"}`, t.correct,
       t.profile, t.device || "–",
       el("a", { href: `/runs/${encodeURIComponent(runId)}/tree?task=${encodeURIComponent(t.task)}`, text: "evolution tree" }),
     ]));

@@ -1,0 +1,88 @@
+"""The process Nsight Compute profiles: one call of the candidate (or of the reference) on the same
+inputs as the timed call (the timing variant's sizes, seed 0), between ``cudaProfilerStart`` and
+``cudaProfilerStop``.
+
+``python -m evokernel.evaluation.profiling.target REQUEST.json candidate|reference [TIMELINE.json]``,
+run by the supervisor under ``ncu`` in the evaluation's working directory (``reference.py`` and
+``candidate.py`` are there); with ``TIMELINE.json`` (the reference's profile in the baselines
+job), no ``ncu``: the call's timeline (:mod:`.timeline`) is written there instead, the call
+holding the GPU lock's shared side. For a candidate it confines itself first, as the worker does
+(:mod:`evokernel.evaluation.worker`): the CUDA context (and with it Nsight Compute's injection)
+is made before, candidate code runs only after.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evokernel.evaluation import guards, inline_builds, isolation
+from evokernel.evaluation.gpulock import GpuLock
+from evokernel.evaluation.loading import (
+    INIT_SEED,
+    build_reference,
+    candidate_class,
+    copy_reference_weights,
+    load_module,
+    make_inputs,
+)
+from evokernel.evaluation.profiling import timeline
+
+
+def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
+    task = load_module(workdir / "reference.py", "evokernel_reference_profiled", request["overrides"][0])
+    reference = build_reference(task, device)
+    if mode == "reference":
+        return reference, task
+    module = load_module(workdir / "candidate.py", "evokernel_candidate")
+    entry = candidate_class(module)
+    if entry is None:
+        raise SystemExit("the candidate defines no ModelNew")
+    torch.manual_seed(INIT_SEED)
+    with device:
+        model = entry(*task.get_init_inputs())
+    model = model.to(device).eval()
+    copy_reference_weights(reference, model)
+    return model, task
+
+
+def main(argv: list[str]) -> int:
+    request_path, mode = Path(argv[1]), argv[2]
+    request = json.loads(request_path.read_text())
+    workdir = Path(request["workdir"])  # the request itself lies where the candidate cannot write
+    device = torch.device("cuda")
+    guards.die_with_parent()
+    torch.empty(1, device=device)  # the context, and Nsight Compute's hold on it, before confinement
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if mode == "candidate":
+        pch = [str(request["torch_pch"])] if request.get("torch_pch") else []
+        isolation.confine(request.get("isolation", "required"), workdir, pch)
+        guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
+        guards.refuse_network()
+        inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
+    model, task = _model(request, workdir, mode, device)
+    inputs = make_inputs(task, 0, device)
+    if len(argv) > 3:
+        timeline.prepare(device)  # CUPTI's start (seconds), outside the lock
+        with torch.no_grad(), GpuLock.from_request(request).hold("profile"):
+            model(*inputs)  # warm: cuDNN/cuBLAS pick their algorithms outside the profiled call
+            found = timeline.profile_call(lambda: model(*inputs), device)
+        Path(argv[3]).write_text(json.dumps(found))
+        return 0
+    with torch.no_grad():
+        model(*inputs)  # JIT builds and autotuning happen here, outside the profiled range
+        torch.cuda.synchronize(device)
+        torch.cuda.profiler.start()
+        model(*inputs)
+        torch.cuda.synchronize(device)
+        torch.cuda.profiler.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
