@@ -1,0 +1,143 @@
+"""How much concurrent candidate builds move a timed call, and what lowering the builds' CPU
+priority (evaluation.build_niceness, evaluation/build_priority.py) gives back.
+
+The pool evaluates many candidates per node; while one is timed (exclusive on the GPU through the
+timing lock) the others compile (``load_inline``: nvcc/cicc/g++). Level-3 networks are chains of
+small kernels whose timed calls are host-bound, so they feel the host's load. Here the references
+of real level-3 tasks are timed with the pool's own timing code (``time_callable``, the eager
+baseline's path) in three conditions, interleaved round by round so that drift hits all three:
+
+* ``quiet``: nothing else running;
+* ``load``: N real compiles at the timed process's priority (g++ on ``torch/extension.h``, the
+  header a level-3 candidate's build parses; N = the host's cores by default);
+* ``load_nice``: the same compiles ``--niceness`` steps nicer, as the worker now starts them.
+
+Prints a table (median ms per task and condition, ratio to quiet) and, last, one JSON line.
+
+    python3 experiments/bench/timing_under_load.py --tasks ../shared/corpora/pike-level3/tasks \\
+        --only task_23 task_27 task_30 task_31 task_10 task_1
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evokernel.config.schema import TimingConfig
+from evokernel.evaluation.loading import build_reference, load_module, make_inputs
+from evokernel.evaluation.timing import time_callable
+
+CONDITIONS = ("quiet", "load", "load_nice")
+
+
+def compile_loop(niceness: int) -> list[str]:
+    """A shell loop of real compiles of torch's umbrella header (syntax only: the front end is
+    where a level-3 build spends its CPU), or a busy loop where no C++ compiler is installed."""
+    from torch.utils.cpp_extension import include_paths
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        body = "while :; do :; done"
+    else:
+        includes = " ".join(f"-I{p}" for p in include_paths())
+        body = (
+            f"while :; do echo '#include <torch/extension.h>' | {compiler} -std=c++17 -x c++ "
+            f"-fsyntax-only {includes} -I{sysconfig.get_paths()['include']} - "
+            ">/dev/null 2>&1; done"
+        )
+    return ["nice", "-n", str(niceness), "sh", "-c", body]
+
+
+def start_load(n: int, niceness: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen(compile_loop(niceness), start_new_session=True) for _ in range(n)]
+
+
+def stop_load(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for proc in procs:
+        proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=Path, required=True, help="a folder of KernelBench-format task files")
+    parser.add_argument("--only", nargs="+", default=[], help="task file stems to time (default: all)")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="concurrent compiles")
+    parser.add_argument("--niceness", type=int, default=19)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ramp-s", type=float, default=4.0, help="wait after starting the load")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("timing_under_load needs a CUDA GPU: what it measures is a GPU call's host side")
+    device = torch.device("cuda")
+    paths = sorted(args.tasks.glob("task_*.py"), key=lambda p: int(p.stem.split("_")[1]))
+    paths = [p for p in paths if not args.only or p.stem in args.only]
+    calls = {}
+    for path in paths:
+        task = load_module(path, f"timed_{path.stem}")
+        model, inputs = build_reference(task, device), make_inputs(task, 0, device)
+        calls[path.stem] = lambda m=model, i=inputs: m(*i)
+    settings = TimingConfig()
+    times: dict[str, dict[str, list[float]]] = {name: {c: [] for c in CONDITIONS} for name in calls}
+    with torch.no_grad():
+        for fn in calls.values():  # first calls (cuDNN autotune, allocator) outside every window
+            fn()
+        torch.cuda.synchronize()
+        for r in range(args.rounds):
+            for condition in CONDITIONS:
+                procs = (
+                    []
+                    if condition == "quiet"
+                    else start_load(args.load, args.niceness if condition == "load_nice" else 0)
+                )
+                try:
+                    time.sleep(args.ramp_s if procs else 0.5)
+                    for name, fn in calls.items():
+                        times[name][condition].append(time_callable(fn, device, settings).median_ms)
+                finally:
+                    stop_load(procs)
+                print(f"round {r + 1}/{args.rounds} {condition}: done", flush=True)
+    rows: dict[str, Any] = {}
+    print(f"\n| task | quiet ms | load ms (x quiet) | load, builds nice {args.niceness} ms (x quiet) |")
+    print("|---|---|---|---|")
+    for name, by in times.items():
+        med = {c: statistics.median(v) for c, v in by.items()}
+        rows[name] = {c: round(m, 4) for c, m in med.items()}
+        rows[name]["load_ratio"] = round(med["load"] / med["quiet"], 3)
+        rows[name]["load_nice_ratio"] = round(med["load_nice"] / med["quiet"], 3)
+        print(
+            f"| {name} | {med['quiet']:.3f} | {med['load']:.3f} ({rows[name]['load_ratio']}x) "
+            f"| {med['load_nice']:.3f} ({rows[name]['load_nice_ratio']}x) |"
+        )
+    summary = {
+        "device": torch.cuda.get_device_name(),
+        "cores": os.cpu_count(),
+        "load": args.load,
+        "niceness": args.niceness,
+        "rounds": args.rounds,
+        "median_load_ratio": round(statistics.median(r["load_ratio"] for r in rows.values()), 3),
+        "median_load_nice_ratio": round(statistics.median(r["load_nice_ratio"] for r in rows.values()), 3),
+        "tasks": rows,
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
