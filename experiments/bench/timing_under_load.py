@@ -15,7 +15,7 @@ baseline's path) in three conditions, interleaved round by round so that drift h
 Prints a table (median ms per task and condition, ratio to quiet) and, last, one JSON line.
 
     python3 experiments/bench/timing_under_load.py --tasks ../shared/corpora/pike-level3/tasks \\
-        --only task_23 task_27 task_30 task_31 task_10 task_1
+        --only 1 10 23 27 30 31
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ def stop_load(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.wait()
 
 
+def task_number(path: Path) -> int:
+    digits = "".join(c for c in path.stem.removeprefix("task_").split("_")[0] if c.isdigit())
+    return int(digits) if digits else -1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,8 +92,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("timing_under_load needs a CUDA GPU: what it measures is a GPU call's host side")
     device = torch.device("cuda")
-    paths = sorted(args.tasks.glob("task_*.py"), key=lambda p: int(p.stem.split("_")[1]))
-    paths = [p for p in paths if not args.only or p.stem in args.only]
+    # KernelBench's names (N_Name.py) or task_N.py; --only takes either the stem or N.
+    paths = sorted(args.tasks.glob("*.py"), key=lambda p: (task_number(p), p.name))
+    paths = [p for p in paths if not args.only or {p.stem, str(task_number(p))} & set(args.only)]
+    if not paths:
+        sys.exit(f"no task file in {args.tasks} matches --only {' '.join(args.only)}")
     calls = {}
     for path in paths:
         task = load_module(path, f"timed_{path.stem}")
