@@ -190,10 +190,6 @@ class EvaluationConfig:
     # is built with torch/types.h instead (evaluation/inline_builds.py; as written if that fails):
     # nvcc parses the C++ frontend and pybind11 three times: 57-65 s -> 23-27 s on real files.
     light_cuda_headers: bool = True
-    # Candidates' builds (load_inline's compilers) run this many nice steps below the timed calls
-    # (evaluation/build_priority.py): under 16 concurrent builds a level-3 network's host-bound
-    # timed call otherwise slows by up to 3x. 0 turns it off; at most 19.
-    build_niceness: int = 19
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"

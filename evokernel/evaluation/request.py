@@ -39,7 +39,6 @@ class EvaluationRequest:
     baselines: dict[str, Any] | None = None  # a cache entry of evokernel.evaluation.baselines
     static_checks: bool = True
     light_cuda_headers: bool = True  # evaluation.light_cuda_headers (evaluation/inline_builds.py)
-    build_niceness: int = 19  # evaluation.build_niceness (evaluation/build_priority.py)
     profiling: str = "none"  # evaluation.profiling (evaluation/profiling/stage.py)
     # "baselines": measure the task's eager/compile baselines (trusted code only), no candidate.
     mode: Literal["candidate", "baselines"] = "candidate"
@@ -93,7 +92,6 @@ class EvaluationRequest:
             baselines=baselines,
             static_checks=static_checks,
             light_cuda_headers=config.light_cuda_headers,
-            build_niceness=config.build_niceness,
             profiling=config.profiling,
         )
 

@@ -24,7 +24,6 @@ import torch
 
 from evokernel.evaluation import channel, integrity
 from evokernel.evaluation.baselines import measure_reference_baselines
-from evokernel.evaluation.build_priority import build_priority_note
 from evokernel.evaluation.correctness import compare
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
@@ -181,12 +180,8 @@ class Supervisor:
         self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
         self.entry_class = str(header.get("entry_class", "ModelNew"))
         self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
-        notes = (
-            inline_build_note(header.get("inline_builds")),
-            build_priority_note(header.get("build_priority")),
-            f"evaluated class {self.entry_class}",
-        )
-        self.passed("; ".join(x for x in notes if x))
+        note = inline_build_note(header.get("inline_builds"))
+        self.passed("; ".join(x for x in (note, f"evaluated class {self.entry_class}") if x))
 
         self.enter("correctness")
         worst, nondeterministic = 0.0, bool(self.request["task"]["nondeterministic"])

@@ -25,7 +25,6 @@ from typing import Any
 import torch
 
 from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation
-from evokernel.evaluation.build_priority import at_build_priority
 from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
     INIT_SEED,
@@ -101,7 +100,6 @@ class _Worker:
         self, sock: socket.socket, request: dict[str, Any], workdir: Path, confined: dict[str, Any]
     ) -> None:
         self.sock, self.workdir, self.confined = sock, workdir, confined
-        self.build_niceness = int(request.get("build_niceness", 0))
         self.device = torch.device(request["device"])
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -150,15 +148,10 @@ class _Worker:
 
     def build(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         try:
-            # Imported (so built) at a low CPU priority: evaluation/build_priority.py says why.
-            module, build_priority = at_build_priority(
-                lambda: load_module(self.workdir / "candidate.py", "evokernel_candidate"),
-                self.build_niceness,
-            )
+            self.candidate_module = load_module(self.workdir / "candidate.py", "evokernel_candidate")
         except Exception as exc:
             raise CandidateFailure("compile_error", *failure_text(exc, "import failed: ")) from exc
-        self.candidate_module = module
-        self.entry = candidate_class(module)
+        self.entry = candidate_class(self.candidate_module)
         if self.entry is None:
             raise CandidateFailure(
                 "compile_error", "the candidate defines no ModelNew (nor a Model class of its own)"
@@ -172,7 +165,6 @@ class _Worker:
             "ok": True,
             "changed_harness": changed,
             "inline_builds": dict(inline_builds.counts),
-            "build_priority": build_priority,
             "entry_class": self.entry.__name__,
             "failed_builds": list(integrity.failed_builds),
             "isolation": self.confined,
