@@ -1,16 +1,19 @@
-"""How much concurrent candidate builds move a timed call, and what lowering the builds' CPU
-priority (evaluation.build_niceness, evaluation/build_priority.py) gives back.
+"""How much concurrent candidate builds move a timed call, and which host-side remedy gives it back.
 
 The pool evaluates many candidates per node; while one is timed (exclusive on the GPU through the
 timing lock) the others compile (``load_inline``: nvcc/cicc/g++). Level-3 networks are chains of
 small kernels whose timed calls are host-bound, so they feel the host's load. Here the references
 of real level-3 tasks are timed with the pool's own timing code (``time_callable``, the eager
-baseline's path) in three conditions, interleaved round by round so that drift hits all three:
+baseline's path) in these conditions, interleaved round by round so that drift hits all alike:
 
 * ``quiet``: nothing else running;
 * ``load``: N real compiles at the timed process's priority (g++ on ``torch/extension.h``, the
   header a level-3 candidate's build parses; N = the host's cores by default);
-* ``load_nice``: the same compiles ``--niceness`` steps nicer, as the worker now starts them.
+* ``load_nice``: the same compiles ``--niceness`` steps nicer (a remedy for CPU time-sharing);
+* ``load_pinned``: the timed thread on one core (and its SMT siblings) that no compile may use
+  (a remedy for time-sharing and a shared physical core);
+* ``load_paused``: the compiles stopped (SIGSTOP) for each timed measurement and resumed after
+  (what remains is the cost of having been loaded: caches, clocks).
 
 Prints a table (median ms per task and condition, ratio to quiet) and, last, one JSON line.
 
@@ -40,7 +43,7 @@ from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.loading import build_reference, load_module, make_inputs
 from evokernel.evaluation.timing import time_callable
 
-CONDITIONS = ("quiet", "load", "load_nice")
+CONDITIONS = ("quiet", "load", "load_nice", "load_pinned", "load_paused")
 
 
 def compile_loop(niceness: int) -> list[str]:
@@ -61,8 +64,26 @@ def compile_loop(niceness: int) -> list[str]:
     return ["nice", "-n", str(niceness), "sh", "-c", body]
 
 
-def start_load(n: int, niceness: int) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen(compile_loop(niceness), start_new_session=True) for _ in range(n)]
+def start_load(n: int, niceness: int, cpus: set[int] | None = None) -> list[subprocess.Popen[bytes]]:
+    pin = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+    return [subprocess.Popen(pin + compile_loop(niceness), start_new_session=True) for _ in range(n)]
+
+
+def signal_load(procs: list[subprocess.Popen[bytes]], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+
+def timed_core() -> set[int]:
+    """CPU 0 and its SMT siblings: where the pinned condition runs the timed thread."""
+    siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    text = siblings.read_text().strip() if siblings.exists() else "0"
+    cores: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    return cores
 
 
 def stop_load(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -108,40 +129,53 @@ def main() -> None:
         for fn in calls.values():  # first calls (cuDNN autotune, allocator) outside every window
             fn()
         torch.cuda.synchronize()
+        everywhere = os.sched_getaffinity(0)
+        mine = timed_core()
+        if not everywhere - mine:
+            sys.exit(f"load_pinned needs a core outside {sorted(mine)} for the compiles")
         for r in range(args.rounds):
             for condition in CONDITIONS:
-                procs = (
-                    []
-                    if condition == "quiet"
-                    else start_load(args.load, args.niceness if condition == "load_nice" else 0)
-                )
+                niceness = args.niceness if condition == "load_nice" else 0
+                others = everywhere - mine if condition == "load_pinned" else None
+                procs = [] if condition == "quiet" else start_load(args.load, niceness, others)
+                if condition == "load_pinned":
+                    os.sched_setaffinity(0, mine)  # this (the launching) thread only
                 try:
                     time.sleep(args.ramp_s if procs else 0.5)
                     for name, fn in calls.items():
-                        times[name][condition].append(time_callable(fn, device, settings).median_ms)
+                        if condition == "load_paused":
+                            signal_load(procs, signal.SIGSTOP)
+                            time.sleep(0.05)
+                        result = time_callable(fn, device, settings)
+                        if condition == "load_paused":
+                            signal_load(procs, signal.SIGCONT)
+                        times[name][condition].append(result.median_ms)
                 finally:
+                    os.sched_setaffinity(0, everywhere)
                     stop_load(procs)
                 print(f"round {r + 1}/{args.rounds} {condition}: done", flush=True)
     rows: dict[str, Any] = {}
-    print(f"\n| task | quiet ms | load ms (x quiet) | load, builds nice {args.niceness} ms (x quiet) |")
-    print("|---|---|---|---|")
+    loaded = CONDITIONS[1:]
+    print("\n| task | quiet ms | " + " | ".join(f"{c} ms (x quiet)" for c in loaded) + " |")
+    print("|---" * (len(CONDITIONS) + 1) + "|")
     for name, by in times.items():
         med = {c: statistics.median(v) for c, v in by.items()}
         rows[name] = {c: round(m, 4) for c, m in med.items()}
-        rows[name]["load_ratio"] = round(med["load"] / med["quiet"], 3)
-        rows[name]["load_nice_ratio"] = round(med["load_nice"] / med["quiet"], 3)
-        print(
-            f"| {name} | {med['quiet']:.3f} | {med['load']:.3f} ({rows[name]['load_ratio']}x) "
-            f"| {med['load_nice']:.3f} ({rows[name]['load_nice_ratio']}x) |"
-        )
+        for c in loaded:
+            rows[name][f"{c}_ratio"] = round(med[c] / med["quiet"], 3)
+        cells = " | ".join(f"{med[c]:.3f} ({rows[name][f'{c}_ratio']}x)" for c in loaded)
+        print(f"| {name} | {med['quiet']:.3f} | {cells} |")
     summary = {
         "device": torch.cuda.get_device_name(),
         "cores": os.cpu_count(),
         "load": args.load,
         "niceness": args.niceness,
         "rounds": args.rounds,
-        "median_load_ratio": round(statistics.median(r["load_ratio"] for r in rows.values()), 3),
-        "median_load_nice_ratio": round(statistics.median(r["load_nice_ratio"] for r in rows.values()), 3),
+        "timed_core": sorted(mine),
+        **{
+            f"median_{c}_ratio": round(statistics.median(r[f"{c}_ratio"] for r in rows.values()), 3)
+            for c in loaded
+        },
         "tasks": rows,
     }
     print(json.dumps(summary))
