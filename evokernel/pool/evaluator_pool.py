@@ -283,6 +283,10 @@ class EvaluatorPool:
         # A graceful stop first, so each actor removes its scratch root and fork-server; an actor
         # that does not answer within the grace is killed, and the next actor on its node sweeps
         # what it left (evaluation/scratch.py).
+        if not ray.is_initialized():
+            # Ray is already down (an interrupt reached ray.init or Ray's own handlers): its actors
+            # died with it, and any Ray call here would start a new local cluster and wait on it.
+            return
         stops = [actor.shutdown.remote() for actor in self.actors]
         if stops:
             _done, pending = ray.wait(stops, num_returns=len(stops), timeout=SHUTDOWN_GRACE_S)

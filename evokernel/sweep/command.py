@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from evokernel.report.command import add_progress_flags
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from evokernel.analysis import get_sweep
     from evokernel.db import SolutionLibrary
-    from evokernel.exceptions import ConfigError
+    from evokernel.exceptions import ConfigError, Terminated
     from evokernel.report.progress import progress_for
     from evokernel.sweep.runner import run_sweep
 
@@ -36,18 +37,26 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("give a CONFIG to start a sweep, or --resume SWEEP_ID")
     items = list(args.items) + ([f"ray.address={args.ray_address}"] if args.ray_address else [])
     progress = progress_for(args.quiet, args.json_events)
+    again = "evokernel sweep <same command line> --resume SWEEP_ID (the id the sweep printed first)"
     try:
-        summary = run_sweep(
-            args.config,
-            items,
-            resume=args.resume,
-            library=args.library,
-            parallel=args.parallel,
-            reporter_for=lambda index, _run_id: progress.reporter(str(index)),
-            announce=not args.json_events,
-        )
-    finally:
-        progress.close()
+        try:
+            summary = run_sweep(
+                args.config,
+                items,
+                resume=args.resume,
+                library=args.library,
+                parallel=args.parallel,
+                reporter_for=lambda index, _run_id: progress.reporter(str(index)),
+                announce=not args.json_events,
+            )
+        finally:
+            progress.close()
+    except Terminated:
+        print(f"evokernel: sweep stopped by SIGTERM; continue it with: {again}", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print(f"evokernel: sweep stopped at once; continue it with: {again}", file=sys.stderr)
+        return 130
     library = SolutionLibrary(summary.library_url)
     try:
         cells = get_sweep(library, summary.sweep_id).cells

@@ -17,7 +17,7 @@ from pathlib import Path
 from evokernel.analysis import RunRow, get_sweep
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
-from evokernel.exceptions import ConfigError
+from evokernel.exceptions import ConfigError, Terminated
 from evokernel.report.progress import CellPrinter
 from evokernel.run.engine import Engine, Evaluator
 from evokernel.run.progress import Reporter
@@ -116,20 +116,38 @@ async def run_sweep_async(
                 return None
             cell = by_index.get(index)
             config = cell.config if cell else ExperimentConfig(library=url)
-            return await run_experiment_async(
-                config,
-                resume=runs[index],
-                overrides=cell.overrides if cell else (),
-                reporter=factory(index, runs[index]),
-                pool=pool,
-                handle_sigint=False,
-                on_engine=engines.append,
-            )
+            try:
+                return await run_experiment_async(
+                    config,
+                    resume=runs[index],
+                    overrides=cell.overrides if cell else (),
+                    reporter=factory(index, runs[index]),
+                    pool=pool,
+                    handle_sigint=False,
+                    on_engine=engines.append,
+                )
+            except KeyboardInterrupt as exc:  # Terminated too: the cell stopped at once
+                # Kept here and raised once all cells have stopped (below): out of a task,
+                # asyncio would tear the loop down under the other cells mid-way.
+                stopped_at_once.append(exc)
+                if isinstance(exc, Terminated):
+                    on_sigterm()
+                else:
+                    on_second_sigint()
+                return None
+
+    stopped_at_once: list[KeyboardInterrupt] = []
 
     def on_sigint() -> None:
         stopping.set()
         for engine in engines:
             engine.interrupt()
+
+    def on_second_sigint() -> None:
+        """One cell stopped at once (a second SIGINT): so does every other."""
+        stopping.set()
+        for engine in engines:
+            engine.stop_at_once()
 
     def on_sigterm() -> None:
         stopping.set()
@@ -150,6 +168,8 @@ async def run_sweep_async(
         if own_pool:
             pool.shutdown()  # type: ignore[attr-defined]
         baselines.close()
+    if stopped_at_once:
+        raise next((e for e in stopped_at_once if isinstance(e, Terminated)), stopped_at_once[0])
     summaries = {i: r for i, r in zip(todo, results, strict=True) if r is not None}
     interrupted = stopping.is_set() or any(s.interrupted for s in summaries.values())
     return SweepSummary(sweep_id, url, runs, summaries, interrupted)

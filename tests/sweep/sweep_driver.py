@@ -1,9 +1,11 @@
 """A sweep of the axpy fixture on instant parts, slowed so signals land mid-flight (for signal
-tests): ``python -m tests.sweep.sweep_driver LIBRARY [SWEEP_ID]`` (the id resumes it). Exits 130
-when a SIGINT interrupted it and 143 when SIGTERM stopped it, as the CLI does."""
+tests): ``python -m tests.sweep.sweep_driver LIBRARY [SWEEP_ID]`` (the id resumes it;
+SWEEP_DRIVER_DELAY_S sets each evaluation's time, 0.4 s). Exits 130
+when SIGINT interrupted it (once or twice) and 143 when SIGTERM stopped it, as the CLI does."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,11 +28,13 @@ def main(argv: list[str]) -> int:
             config,
             ["strategy.name=greedy,random", "seed=0,1", "concurrency.evaluations=1"],
             resume=argv[1] if len(argv) > 1 else None,
-            pool=InstantEvaluator(size=2, delay_s=0.4),
+            pool=InstantEvaluator(size=2, delay_s=float(os.environ.get("SWEEP_DRIVER_DELAY_S", "0.4"))),
             reporter_for=lambda _index, _run: QuietReporter(),
         )
     except Terminated:
         return 143
+    except KeyboardInterrupt:  # a second SIGINT: every cell stopped at once
+        return 130
     print(summary.sweep_id, flush=True)
     return 130 if summary.interrupted else 0
 

@@ -144,29 +144,48 @@ def _runs(db: Path) -> list[str]:
         return [row[0] for row in conn.execute("select id from runs order by id")]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-def test_a_signal_stops_every_cell_and_resume_finishes_them(tmp_path: Path, stop: signal.Signals) -> None:
-    """SIGINT once: every cell finishes what it has in flight. SIGTERM: every cell stops at once,
-    its open work left in the library. Either way resuming the sweep completes every cell."""
+@pytest.mark.parametrize(
+    "stops",
+    [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGTERM]],
+    ids=["sigint", "sigint-twice", "sigterm"],
+)
+def test_a_signal_stops_every_cell_and_resume_finishes_them(
+    tmp_path: Path, stops: list[signal.Signals]
+) -> None:
+    """SIGINT once: every cell finishes what it has in flight. SIGINT twice (as GNU timeout sends
+    it: to the process and to its group) or SIGTERM: every cell stops at once, its open work left
+    in the library, with no traceback. Either way resuming the sweep completes every cell."""
     from tests.sweep.sweep_driver import BUDGET
 
     db = tmp_path / "lib.db"
     root = Path(__file__).resolve().parents[2]
     driver = [sys.executable, "-m", "tests.sweep.sweep_driver", str(db)]
-    first = subprocess.Popen(driver, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while polled_count(db, "select count(*) from evaluations") < 4:
-        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()  # type: ignore[union-attr]
-        time.sleep(0.05)
-    os.kill(first.pid, stop)
+    # Twice: evaluations slow enough that every cell still has work in flight at the second.
+    slow = {**os.environ, "SWEEP_DRIVER_DELAY_S": "4" if len(stops) > 1 else "0.4"}
+    first = subprocess.Popen(driver, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=slow)
+
+    def wait_for(query: str, least: int) -> None:
+        deadline = time.monotonic() + 120
+        while polled_count(db, query) < least:
+            assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()  # type: ignore[union-attr]
+            time.sleep(0.05)
+
+    wait_for("select count(*) from evaluations", 4 if len(stops) == 1 else 2)
+    for i, stop in enumerate(stops):
+        if i:  # signals sent back to back can merge into one: send the next once the first is seen
+            wait_for("select count(*) from run_events where kind = 'sigint'", 4)
+        os.kill(first.pid, stop)
     out, _ = first.communicate(timeout=120)
-    assert first.returncode == (130 if stop == signal.SIGINT else 143), out
+    assert first.returncode == (130 if stops[0] == signal.SIGINT else 143), out
+    assert b"Traceback" not in out and b"never retrieved" not in out and b"destroyed" not in out, out
     assert count(db, "select count(*) from runs where status = 'interrupted'") == 4
     left_open = count(db, "select count(*) from candidates where status = 'pending'") + count(
         db, "select count(*) from proposals where state = 'open'"
     )
-    if stop == signal.SIGINT:
+    if stops == [signal.SIGINT]:
         assert left_open == 0
+    elif stops[0] == signal.SIGINT:
+        assert count(db, "select count(*) from run_events where kind = 'sigint'") == 2 * 4
     else:
         assert count(db, "select count(*) from run_events where kind = 'sigterm'") == 4
     assert count(db, "select count(*) from evaluations") < 4 * BUDGET
