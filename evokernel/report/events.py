@@ -102,16 +102,25 @@ class JsonEvents:
         )
 
 
+def prefixed(prefix: str, message: str) -> str:
+    """Every non-empty line of ``message`` after ``prefix`` (a sweep's cell); as is without one."""
+    if not prefix:
+        return message
+    return "\n".join(f"{prefix} {line}" if line else line for line in message.split("\n"))
+
+
 class QuietPrinter(ProgressPrinter):
     """``--quiet``: nothing while the run goes, the closing table at the end."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, prefix: str = "") -> None:
         super().__init__(stream)
         self._closing = False
+        self.prefix = prefix  # a sweep's cell: its lines say which, and the sweep says how to resume
+        self.resume_hint = not prefix
 
     def say(self, message: str) -> None:
         if self._closing:
-            super().say(message)
+            super().say(prefixed(self.prefix, message))
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         pass

@@ -6,19 +6,21 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from evokernel.report.events import JsonEvents, QuietPrinter
+from evokernel.report.events import JsonEvents, QuietPrinter, prefixed
 from evokernel.run.progress import ProgressPrinter, Reporter
 
 
 class CellPrinter(ProgressPrinter):
     """A run's plain progress lines, each prefixed with its cell."""
 
+    resume_hint = False
+
     def __init__(self, prefix: str, stream: TextIO | None = None) -> None:
         super().__init__(stream)
         self.prefix = prefix
 
     def say(self, message: str) -> None:
-        super().say("\n".join(f"{self.prefix} {line}" if line else line for line in message.split("\n")))
+        super().say(prefixed(self.prefix, message))
 
 
 class Progress:
@@ -39,7 +41,7 @@ class Progress:
         if self.mode == "json":
             return JsonEvents(self.stream, {"cell": label} if label else None)
         if self.mode == "quiet":
-            return QuietPrinter(self.stream)
+            return QuietPrinter(self.stream, f"[cell {label}]" if label else "")
         if self._board is not None:
             from evokernel.report.live import LiveRun
 

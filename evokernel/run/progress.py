@@ -63,6 +63,10 @@ def sol_cells(best: Scored | None) -> tuple[str, str]:
 class ProgressPrinter:
     """Plain lines (they survive log files and CI consoles better than a live display)."""
 
+    # How to resume, after an interrupted run's table; a sweep's cells leave it to the sweep, whose
+    # resume covers them all.
+    resume_hint = True
+
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self._t0 = time.monotonic()
@@ -153,5 +157,5 @@ class ProgressPrinter:
             f"run {summary.run_id} {verb} {time.monotonic() - self._t0:.0f} s; "
             f"library: {redact(summary.library_url)}"
         )
-        if summary.interrupted:
+        if summary.interrupted and self.resume_hint:
             self.say(f"continue it with: evokernel run CONFIG --resume {summary.run_id}")

@@ -103,3 +103,20 @@ def test_a_sweeps_cells_share_one_live_display(tmp_path: Path) -> None:
     assert re.search(r"cell\s+task", text)  # one board, a row per cell
     assert re.search(r"^0\s+axpy\s+━+\s*6/6", text, flags=re.M) and re.search(r"^1\s+axpy", text, flags=re.M)
     assert "[cell 0] run " in text and "[cell 1] run " in text  # headers above the board, per cell
+
+
+def test_an_interrupted_cells_closing_lines_name_the_cell_and_leave_resuming_to_the_sweep() -> None:
+    import io
+
+    from evokernel.report.progress import Progress
+    from evokernel.run.summary import RunSummary
+
+    interrupted = RunSummary("r1", "sqlite:///lib.db", {}, {}, {}, interrupted=True)
+    for mode in ("quiet", "plain"):
+        alone, cell = io.StringIO(), io.StringIO()
+        Progress(mode, alone).reporter().finish(interrupted, [])
+        Progress(mode, cell).reporter("3").finish(interrupted, [])
+        assert "evokernel run CONFIG --resume r1" in alone.getvalue(), mode
+        assert "--resume" not in cell.getvalue(), (mode, cell.getvalue())
+        lines = [line for line in cell.getvalue().splitlines() if line]
+        assert lines and all(line.startswith("[cell 3] ") for line in lines), (mode, lines)
