@@ -1,4 +1,4 @@
-"""The shipped alembic migrations build exactly the schema of db/models.py, on SQLite and PostgreSQL."""
+"""The shipped alembic migrations build exactly the schema of db/models/, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2025-01-01
 
-Written by hand to match db/models.py column for column; tests/db/test_migrations.py compares the
+Written by hand to match db/models/ column for column; tests/db/test_migrations.py compares the
 migrated schema with the models on SQLite and PostgreSQL. No server defaults: every default lives
 in the models (Python side), so rows written through the library are complete on both backends.
 Foreign keys are unnamed, as in the models; the backend names them (e.g. ``proposals_run_id_fkey``).

@@ -6,7 +6,7 @@ Create Date: 2026-11-22
 
 New columns are nullable so a 0001 library upgrades in place (its rows read as branch 0, count 1,
 no ideas). Like 0001: no server defaults, unnamed foreign keys; tests/db/test_migrations.py
-compares the migrated schema with db/models.py on SQLite and PostgreSQL.
+compares the migrated schema with db/models/ on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Create Date: 2026-11-23
 New tables only, all derived from candidates and island_events: a 0002 library upgrades in place
 with them empty, and the first PIKE-O boundary after the upgrade builds them (one pass over the
 run's candidates). Like 0001/0002: no server defaults, unnamed foreign keys; tests/db/
-test_migrations.py compares the migrated schema with db/models.py on SQLite and PostgreSQL.
+test_migrations.py compares the migrated schema with db/models/ on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Revises: 0003
 Create Date: 2026-11-25
 
 Every evaluation recorded before this revision was reached under evokernel's own contract, so
-existing rows get ``strict``: the column has that server default (db/models.py says the same;
+existing rows get ``strict``: the column has that server default (db/models/ says the same;
 tests/db/test_migrations.py compares the migrated schema with it on SQLite and PostgreSQL). A
 plain ADD COLUMN with a constant default: SQLite and PostgreSQL both fill existing rows with it.
 """

@@ -36,7 +36,7 @@ Existing rows are filled here (first evaluations, stage and task_id in SQL, reas
 with the library's own function; offline SQL mode cannot run Python, so it leaves reason_key ""
 for existing rows). New columns have server defaults ("" / NULL) so rows written by older code
 stay readable.
-tests/db/test_migrations.py compares the migrated schema with db/models.py on both backends.
+tests/db/test_migrations.py compares the migrated schema with db/models/ on both backends.
 """
 
 from __future__ import annotations
