@@ -39,13 +39,14 @@ class DeviceActivity:
         return "kernel"
 
 
-def base_name(name: str) -> str:
-    """A kernel's function name without return type, namespaces, template arguments or
-    parameters, as Nsight Compute's ``-k`` matches it: ``void at::native::f<4, X>(int, Y)`` -> ``f``."""
-    text = name.strip()
+def _outside_templates(text: str, fold: str = "") -> str:
+    """``text`` up to its parameter list with every (nested) ``<...>`` dropped, or replaced by
+    ``fold`` where an outermost one opens."""
     depth, out = 0, []
-    for ch in text:  # drop <...> (nested) and everything from the parameter list on
+    for ch in text:
         if ch == "<":
+            if depth == 0 and fold:
+                out.append(fold)
             depth += 1
         elif ch == ">":
             depth = max(0, depth - 1)
@@ -53,7 +54,14 @@ def base_name(name: str) -> str:
             break
         elif depth == 0:
             out.append(ch)
-    words = "".join(out).split()
+    return "".join(out)
+
+
+def base_name(name: str) -> str:
+    """A kernel's function name without return type, namespaces, template arguments or
+    parameters, as Nsight Compute's ``-k`` matches it: ``void at::native::f<4, X>(int, Y)`` -> ``f``."""
+    text = name.strip()
+    words = _outside_templates(text).split()
     last = words[-1] if words else text
     return last.split("::")[-1] or text
 
@@ -61,19 +69,7 @@ def base_name(name: str) -> str:
 def short_name(name: str, limit: int = 100) -> str:
     """A readable name: template arguments folded to ``<...>``, parameters dropped."""
     text = re.sub(r"^void\s+", "", name.strip())
-    depth, out = 0, []
-    for ch in text:
-        if ch == "<":
-            if depth == 0:
-                out.append("<...>")
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif ch == "(" and depth == 0:
-            break
-        elif depth == 0:
-            out.append(ch)
-    folded = "".join(out).strip() or text
+    folded = _outside_templates(text, fold="<...>").strip() or text
     return folded if len(folded) <= limit else folded[: limit - 3] + "..."
 
 
