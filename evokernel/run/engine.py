@@ -173,11 +173,6 @@ class Engine:
         if self._main is not None:
             self._main.cancel()
 
-    def stop_at_once(self) -> None:
-        """What a second SIGINT does (from whatever number of SIGINTs so far)."""
-        while self._sigints < 2:
-            self._on_sigint()
-
     def _on_sigint(self) -> None:
         self._sigints += 1
         self.interrupted = True

@@ -127,13 +127,10 @@ async def run_sweep_async(
                     on_engine=engines.append,
                 )
             except KeyboardInterrupt as exc:  # Terminated too: the cell stopped at once
-                # Kept here and raised once all cells have stopped (below): out of a task,
-                # asyncio would tear the loop down under the other cells mid-way.
+                # The signal that stopped it reached every cell's engine (on_sigint/on_sigterm);
+                # kept here and raised once all have stopped (below): out of a task, asyncio
+                # would tear the loop down under the other cells mid-way.
                 stopped_at_once.append(exc)
-                if isinstance(exc, Terminated):
-                    on_sigterm()
-                else:
-                    on_second_sigint()
                 return None
 
     stopped_at_once: list[KeyboardInterrupt] = []
@@ -142,12 +139,6 @@ async def run_sweep_async(
         stopping.set()
         for engine in engines:
             engine.interrupt()
-
-    def on_second_sigint() -> None:
-        """One cell stopped at once (a second SIGINT): so does every other."""
-        stopping.set()
-        for engine in engines:
-            engine.stop_at_once()
 
     def on_sigterm() -> None:
         stopping.set()
