@@ -1,7 +1,9 @@
 """Where a fresh process's first ``torch.profiler`` session spends its time (issue 26).
 
 Prints seconds for: CUDA context, importing torch.profiler, the first CUDA-activity profile, a
-second one, and one call's profile afterwards; last line one JSON object. Run it in a fresh
+second one, and one call's profile afterwards, each as wall time and as this process's CPU time
+(``*_cpu_s``: user + system of all its threads), so a pool can tell whether CUPTI's start takes a
+core or only waits; last line one JSON object. Run it in a fresh
 process per setting, e.g. ``CUDA_MODULE_LOADING=EAGER python3 experiments/bench/cupti_start.py``.
 """
 
@@ -14,23 +16,32 @@ import time
 import torch
 
 marks: dict[str, float] = {}
-t = time.perf_counter()
-x = torch.ones(1 << 20, device="cuda")
-torch.cuda.synchronize()
-marks["cuda_context_s"] = time.perf_counter() - t
-t = time.perf_counter()
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-marks["import_profiler_s"] = time.perf_counter() - t
+
+class Mark:
+    """Wall and CPU seconds of the ``with`` body, stored as ``NAME_s`` and ``NAME_cpu_s``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        marks[f"{self.name}_s"] = time.perf_counter() - self.wall
+        marks[f"{self.name}_cpu_s"] = time.process_time() - self.cpu
+
+
+with Mark("cuda_context"):
+    x = torch.ones(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+with Mark("import_profiler"):
+    from torch.profiler import ProfilerActivity, profile
 for n in ("first", "second", "third"):
-    t = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CUDA]):
+    with Mark(f"{n}_profile"), profile(activities=[ProfilerActivity.CUDA]):
         x.add_(1)
         torch.cuda.synchronize()
-    marks[f"{n}_profile_s"] = time.perf_counter() - t
-t = time.perf_counter()
-with profile(activities=[ProfilerActivity.CPU]):
+with Mark("cpu_only_profile"), profile(activities=[ProfilerActivity.CPU]):
     x.add_(1)
-marks["cpu_only_profile_s"] = time.perf_counter() - t
 marks = {k: round(v, 4) for k, v in marks.items()}
 print(json.dumps({"CUDA_MODULE_LOADING": os.environ.get("CUDA_MODULE_LOADING", ""), **marks}))
