@@ -25,6 +25,7 @@ import torch
 from evokernel.evaluation import channel, integrity
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.correctness import compare
+from evokernel.evaluation.cpu_usage import supervisor_seconds
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
@@ -58,6 +59,7 @@ class Supervisor:
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
+        self.stage_cpu = self._cpu_now()
         # Why a CUDA IPC handle failed to open, after which trial outputs come as bytes.
         self.ipc_failure = ""
         self.isolation: dict[str, Any] = {}
@@ -121,22 +123,29 @@ class Supervisor:
     # ---- stages ---------------------------------------------------------------------------
     def enter(self, stage: str) -> None:
         self.stage, self.stage_start, self.stage_waited = stage, time.perf_counter(), self.gpu.waited_s
+        self.stage_cpu = self._cpu_now()
 
     def passed(self, reason: str = "") -> None:
-        self.stages.append(
-            {"stage": self.stage, "status": "passed", "reason": reason, "seconds": self._elapsed()}
-        )
+        self.stages.append({"stage": self.stage, "status": "passed", "reason": reason, **self._spent()})
 
     def skipped(self, reason: str) -> None:
         self.stages.append({"stage": self.stage, "status": "skipped", "reason": reason, "seconds": 0.0})
 
-    def _elapsed(self) -> float:
-        waited = self.gpu.waited_s - self.stage_waited  # recorded as queue time instead
-        return round(time.perf_counter() - self.stage_start - waited, 4)
+    def _spent(self) -> dict[str, float]:
+        """The stage's wall seconds (GPU lock waits left out: recorded as queue time instead) and
+        core-seconds (cpu_usage.py)."""
+        waited = self.gpu.waited_s - self.stage_waited
+        return {
+            "seconds": round(time.perf_counter() - self.stage_start - waited, 4),
+            "cpu_s": round(self._cpu_now() - self.stage_cpu, 3),
+        }
+
+    def _cpu_now(self) -> float:
+        return supervisor_seconds(self.worker.pid if self.worker.status is None else None)
 
     def failed(self, failure: StageFailure) -> Evaluation:
         self.stages.append(
-            {"stage": failure.stage, "status": "failed", "reason": failure.reason, "seconds": self._elapsed()}
+            {"stage": failure.stage, "status": "failed", "reason": failure.reason, **self._spent()}
         )
         return Evaluation(
             status=failure.status,

@@ -56,14 +56,15 @@ class PoolStats:
         }
 
 
-def stage_seconds(evaluation: Evaluation) -> dict[str, float]:
+def stage_seconds(evaluation: Evaluation, key: str = "seconds") -> dict[str, float]:
     """Seconds per breakdown stage from ``details["stages"]`` (stages an evaluation never reached
-    are absent, so means are over the evaluations that reached them)."""
+    are absent, so means are over the evaluations that reached them); ``key="cpu_s"``: the
+    core-seconds the supervisor recorded instead (stages without them are absent)."""
     out: dict[str, float] = {}
     for entry in evaluation.details.get("stages", []):
         stage = entry.get("stage")
-        if stage in BREAKDOWN:
-            out[stage] = out.get(stage, 0.0) + float(entry.get("seconds", 0.0))
+        if stage in BREAKDOWN and key in entry:
+            out[stage] = out.get(stage, 0.0) + float(entry[key])
     return out
 
 

@@ -16,7 +16,9 @@ timed to the last verdict. A phase is ``NAME:CONCURRENCY:LIGHT:COUNT``: candidat
 ``.cu``; evaluation/inline_builds.py) and how many files (a stratified sample: every k-th of the
 folders in order, or ``all``). Phases run one after the other, in the order given, with the
 same verdict profile (``--profile``, default kernelbench-v0, the field's). Per phase: candidates/min,
-verdicts, mean seconds per stage, the load_inline build paths taken (from each build stage's note),
+verdicts, mean seconds and core-seconds per stage (evaluation/cpu_usage.py), core-seconds per
+candidate of the supervised stages and of the whole node, the load_inline build paths taken
+(from each build stage's note),
 the exclusive timing lock's share of the wall time, NVML's GPU utilization (the share of time a
 kernel ran: the GPU-busy figure) and the host CPUs' busy share (/proc/stat). Phases after the
 first also give their figures over the first phase's files, for a side-by-side per-stage
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import sys
@@ -43,6 +46,8 @@ from field_verdicts import pair_files, summarise, table
 
 from evokernel.evaluation.inline_builds import NOTES
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
 
 def cpu_times() -> tuple[int, int]:
     """(busy, total) jiffies of all host CPUs since boot (Linux /proc/stat); (0, 0) elsewhere."""
@@ -52,6 +57,14 @@ def cpu_times() -> tuple[int, int]:
         return 0, 0
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
     return sum(fields) - idle, sum(fields)
+
+
+def supervised_cpu_s(evaluations: list[Any]) -> float | None:
+    """Mean over candidates of the core-seconds of every stage the supervisor recorded."""
+    if not evaluations:
+        return None
+    per = [sum(float(e.get("cpu_s", 0.0)) for e in ev.details.get("stages", [])) for ev in evaluations]
+    return round(statistics.fmean(per), 2)
 
 
 def language(source: str) -> str:
@@ -134,6 +147,14 @@ async def run_phase(
             "per_min_per_gpu": round(len(evaluations) / wall * 60, 2),
             "statuses": statuses(evaluations),
             "stage_mean_s": breakdown(evaluations),
+            "stage_mean_cpu_s": breakdown(evaluations, "cpu_s"),
+            # Every stage the supervisor recorded (profiling and feedback too), per candidate,
+            # beside what the whole node spent per candidate: the difference is start-up, the
+            # actor, Ray and whatever else ran.
+            "supervisor_cpu_s_per_candidate": supervised_cpu_s(evaluations),
+            "node_cpu_s_per_candidate": round((cpu_end[0] - cpu_start[0]) / CLOCK_TICKS / len(evaluations), 2)
+            if evaluations
+            else None,
             "build_paths": build_paths(evaluations),
             "timing_lock_busy": round(exclusive / wall, 3),
             "nvml_utilization": nvml.mean(),

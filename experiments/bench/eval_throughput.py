@@ -84,13 +84,15 @@ class NvmlSampler:
         return round(statistics.mean(self.samples) / 100, 3) if self.samples else None
 
 
-def breakdown(evaluations: list[Any]) -> dict[str, float | None]:
+def breakdown(evaluations: list[Any], key: str = "seconds") -> dict[str, float | None]:
+    """Mean wall seconds per stage, or (``key="cpu_s"``) mean core-seconds."""
     from evokernel.pool.health import BREAKDOWN, stage_seconds
 
     sums: dict[str, list[float]] = {s: [] for s in BREAKDOWN}
     for ev in evaluations:
-        seconds = stage_seconds(ev)
-        if "start" not in seconds and "start_s" in ev.details:  # sequential: run_sandboxed records it there
+        seconds = stage_seconds(ev, key)
+        # sequential: run_sandboxed records the start there
+        if key == "seconds" and "start" not in seconds and "start_s" in ev.details:
             seconds["start"] = float(ev.details["start_s"])
         for stage, value in seconds.items():
             sums[stage].append(value)

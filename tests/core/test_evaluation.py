@@ -43,6 +43,12 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     assert stages == [
         (name, "passed") for name in ("static", "build", "correctness", "integrity", "timing", "feedback")
     ]
+    # core-seconds beside wall seconds for every stage the supervisor ran (static runs before it)
+    cpu = {s["stage"]: s["cpu_s"] for s in ev.details["stages"] if "cpu_s" in s}
+    assert set(cpu) == {"build", "correctness", "integrity", "timing", "feedback"}
+    assert all(v >= 0 for v in cpu.values())
+    # the worker's trials under Triton's interpreter and the supervisor's reference take a core
+    assert cpu["correctness"] > 0
     assert ev.details["timing"]["candidate"]["method"] == "perf_counter"
 
 
