@@ -3,7 +3,9 @@
 Two parts, each optional, the JSON line last:
 
 * ``--corpus``: the accepted kernels of ``../shared/corpora/pike-level3/`` through
-  ``EvaluatorPool.evaluate`` at ``evaluation.profiling: counters`` (which includes the timeline):
+  ``EvaluatorPool.evaluate`` at ``evaluation.profiling: counters`` (which includes the timeline;
+  ``--level timeline`` for the timeline alone, which Nsight Compute's serialised replays of every
+  reference and kernel do not hold up):
   per correct candidate the added seconds of the timeline (the profiled call, plus loading CUPTI
   in the worker) and of the counters (Nsight Compute over a fresh process), median and p90; the
   share of candidates given a class other than ``unknown`` (with counters, and from the timeline
@@ -78,6 +80,9 @@ def corpus_rows(evaluations: list[tuple[str, str, Any]]) -> list[dict[str, Any]]
                 "bottleneck_timeline": classify(timeline, None, sol)["class"] if timeline else None,
                 "sol_share": sol.get("share"),
                 "sol_limit": sol.get("limit"),
+                # Core-seconds per stage (evaluation/cpu_usage.py); CUPTI's start is in the build's.
+                "stage_cpu_s": {e["stage"]: e["cpu_s"] for e in ev.details.get("stages", []) if "cpu_s" in e},
+                "stage_s": {e["stage"]: e["seconds"] for e in ev.details.get("stages", [])},
             }
         )
     return rows
@@ -100,7 +105,7 @@ async def run_corpus(args: argparse.Namespace, library: Any) -> dict[str, Any]:
         timeout_s=args.timeout,
         compile_baseline="off",
         profile="kernelbench-v0",
-        profiling="counters",
+        profiling=args.level,
     )
     pool = EvaluatorPool(config, RayConfig(), baselines=library)
     started = time.monotonic()
@@ -142,6 +147,12 @@ async def run_corpus(args: argparse.Namespace, library: Any) -> dict[str, Any]:
         if correct
         else None,
         "classes": classes,
+        # Core-seconds per stage over the correct and profiled kernels (median, p90), and in all.
+        "stage_cpu_s": {
+            stage: spread([r["stage_cpu_s"][stage] for r in correct if stage in r["stage_cpu_s"]])
+            for stage in ("build", "correctness", "integrity", "timing", "profiling", "feedback")
+        },
+        "cpu_s_per_kernel": spread([sum(r["stage_cpu_s"].values()) for r in correct]),
         "best_per_task": {
             t: {k: r[k] for k in ("solution", "speedup_eager", "sol_share", "sol_limit", "bottleneck", "why")}
             for t, r in sorted(best.items())
@@ -260,6 +271,13 @@ def main() -> None:
     parser.add_argument("--folders", default="orig", help="solution folders, comma-separated")
     parser.add_argument(
         "--limit", type=int, default=0, help="first N kernels (a smoke run; also --throughput)"
+    )
+    parser.add_argument(
+        "--level",
+        choices=("timeline", "counters"),
+        default="counters",
+        help="--corpus's profiling level (counters: Nsight Compute over every reference and correct "
+        "kernel, serialised on the GPU; timeline: the CUPTI timeline alone)",
     )
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--sets", default="none,timeline,none,timeline", help="--throughput's sets, in order")
