@@ -57,7 +57,11 @@ def sol_cells(best: Scored | None) -> tuple[str, str]:
         return "-", "-"
     share = (profile.get("sol") or {}).get("share")
     device = str(profile.get("device") or "the device").removeprefix("NVIDIA ")
-    return (f"{share:.0%} of {device}" if share is not None else "-"), str(profile.get("bottleneck", "-"))
+    if share is None:
+        return "-", str(profile.get("bottleneck", "-"))
+    # above 100 %: past the dtype's limit (profiling/verdict.py says why that happens)
+    beyond = " (beyond its limit)" if share > 1 else ""
+    return f"{share:.0%} of {device}{beyond}", str(profile.get("bottleneck", "-"))
 
 
 class ProgressPrinter:

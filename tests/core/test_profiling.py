@@ -186,6 +186,20 @@ def test_speed_of_light_of_a_matmul_on_an_h200() -> None:
     assert sol["min_ms"] == pytest.approx(work["bytes"] / 4.8e12 * 1e3, rel=1e-3)
     assert sol["share"] == pytest.approx(sol["min_ms"] / 0.0002, abs=1e-4)  # "at 48 % of the limit"
     assert speed_of_light(work, "Some Future Accelerator", 0.01)["share"] is None
+    assert "beyond" not in sol
+
+
+def test_a_kernel_past_the_dtypes_limit_is_kept_as_measured_and_explained() -> None:
+    from evokernel.evaluation.profiling.summary import sol_line
+
+    # 1 TFLOP of fp32 matmul: 14.9 ms at the H200's 67 TFLOP/s of fp32; a kernel timed at 5 ms did
+    # fewer FLOPs or used tensor cores (the level-3 corpus has an attention at 317 %)
+    work = {"flops": 10**12, "bytes": 10**6, "dtype": "float32"}
+    sol = speed_of_light(work, "NVIDIA H200", runtime_ms=5.0)
+    assert sol["limit"] == "compute" and sol["share"] > 2.9
+    assert "float32" in sol["beyond"] and "tensor cores" in sol["beyond"]
+    line = sol_line(sol)
+    assert line.startswith("Speed of light: 299% of the device's limit") and "fewer FLOPs" in line
 
 
 def test_stage_says_skipped_no_gpu_on_a_cpu() -> None:
@@ -218,4 +232,6 @@ def test_run_summary_cells_say_how_close_the_best_kernel_is() -> None:
         Evaluation(Status.CORRECT, details={"profiling": profile}),
     )
     assert sol_cells(best) == ("71% of H200", "compute-bound")
+    profile["sol"] = {"share": 3.17}
+    assert sol_cells(best) == ("317% of H200 (beyond its limit)", "compute-bound")
     assert sol_cells(None) == ("-", "-")

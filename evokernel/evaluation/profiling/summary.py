@@ -31,7 +31,8 @@ def sol_line(sol: dict[str, Any] | None) -> str:
         size = f"{sol['bytes'] / 1e9:.3g} GB" if sol["bytes"] >= 1e9 else f"{sol['bytes'] / 1e6:.3g} MB"
         work = f"{size} at {sol['bandwidth_gbps']:g} GB/s"
     floor = f"{sol['limit']} floor {sol['min_ms']:.3g} ms: {work}"
-    return f"Speed of light: {sol['share']:.0%} of the device's limit for this task ({floor})"
+    line = f"Speed of light: {sol['share']:.0%} of the device's limit for this task ({floor})"
+    return f"{line}; {sol['beyond']}" if sol.get("beyond") else line
 
 
 def kernels_line(timeline: dict[str, Any] | None) -> str:
