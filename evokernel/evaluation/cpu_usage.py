@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# The unit of /proc/<pid>/stat and /proc/stat times.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def process_tree_seconds(pid: int) -> float:
@@ -30,7 +31,7 @@ def process_tree_seconds(pid: int) -> float:
     # utime, stime, cutime, cstime are fields 14-17.
     fields = stat.rsplit(")", 1)[-1].split()
     try:
-        return sum(int(x) for x in fields[11:15]) / _TICKS
+        return sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
     except ValueError:
         return 0.0
 

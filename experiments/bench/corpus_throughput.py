@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import statistics
 import sys
@@ -44,9 +43,8 @@ from typing import Any
 from eval_throughput import NvmlSampler, breakdown, statuses
 from field_verdicts import pair_files, summarise, table
 
+from evokernel.evaluation.cpu_usage import CLOCK_TICKS
 from evokernel.evaluation.inline_builds import NOTES
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_times() -> tuple[int, int]:
