@@ -190,6 +190,10 @@ class EvaluationConfig:
     # is built with torch/types.h instead (evaluation/inline_builds.py; as written if that fails):
     # nvcc parses the C++ frontend and pybind11 three times: 57-65 s -> 23-27 s on real files.
     light_cuda_headers: bool = True
+    # Compiled load_inline extensions shared by the node's candidates, actors and runs, built on
+    # the trusted side under the candidates' confinement (evaluation/object_cache.py): a child that
+    # keeps its parent's CUDA code imports the parent's object instead of 30-50 s of compiling.
+    object_cache: bool = True
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"

@@ -45,6 +45,8 @@ class EvaluationRequest:
     # Added by the actor that runs it: its GPU lock ({dir, max_wait_s}) and precompiled headers.
     gpu_lock: dict[str, Any] | None = field(default=None, compare=False)
     torch_pch: str | None = field(default=None, compare=False)
+    # The node's compiled-extension cache (evaluation/object_cache.py), added by the actor.
+    object_cache: str | None = field(default=None, compare=False)
 
     @classmethod
     def build(
@@ -104,7 +106,7 @@ class EvaluationRequest:
         :func:`~evokernel.evaluation.sandbox.run_sandboxed` takes beside it and adds)."""
         data = asdict(self)
         data.pop("timeout_s")
-        for key in ("gpu_lock", "torch_pch"):
+        for key in ("gpu_lock", "torch_pch", "object_cache"):
             if data[key] is None:
                 data.pop(key)
         if self.mode == "candidate":

@@ -14,6 +14,7 @@ worker process's handling (worker_process.py), the verdict (verdict.py) and the 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
+from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_process import WorkerProcess
@@ -56,6 +58,16 @@ class Supervisor:
         # How the candidate got the reference's weights, per variant (loading.copy_reference_weights).
         self.weights: dict[str, list[int]] = {}
         self.entry_class = "ModelNew"
+        # The worker's load_inline builds, made here on the trusted side (evaluation/object_cache.py).
+        self.objects: ObjectCache | None = None
+        if request.get("object_cache"):
+            reads = [str(request[key]) for key in ("torch_pch",) if request.get(key)]
+            self.objects = ObjectCache(
+                Path(request["object_cache"]),
+                str(request.get("isolation", "required")),
+                reads,
+                dict(os.environ),
+            )
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []
         self.stage, self.stage_start, self.stage_waited = "build", time.perf_counter(), 0.0
@@ -99,6 +111,10 @@ class Supervisor:
                 raise TimeoutError
             self.sock.settimeout(remaining)
             header, blob = channel.recv(self.sock)
+            while header.get("request") == "build":
+                channel.send(self.sock, self._build(header.get("call"), deadline))
+                self.sock.settimeout(max(0.001, deadline - time.perf_counter()))
+                header, blob = channel.recv(self.sock)
         except TimeoutError as exc:
             self.worker.kill()
             what = f"{command['op']} {command.get('index', '')}".strip()
@@ -116,6 +132,11 @@ class Supervisor:
                 raise StageFailure(Status.REJECTED, "integrity", "rule protocol: worker sent a forged status")
             raise StageFailure(status, self.stage, str(header.get("reason")), str(header.get("feedback", "")))
         return header, blob
+
+    def _build(self, call: Any, deadline: float) -> dict[str, Any]:
+        if self.objects is None:
+            return {"local": "no object cache"}
+        return self.objects.answer(call, deadline)
 
     def stop_worker(self) -> None:
         self.worker.stop()
@@ -162,6 +183,7 @@ class Supervisor:
             "entry_class": self.entry_class,
             "weights": {how: variants for how, variants in self.weights.items() if how},
             "isolation": self.isolation,
+            **({"object_cache": self.objects.summary()} if self.objects and self.objects.counts else {}),
         }
 
     def _fallback_note(self) -> str:
@@ -190,7 +212,8 @@ class Supervisor:
         self.entry_class = str(header.get("entry_class", "ModelNew"))
         self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
         note = inline_build_note(header.get("inline_builds"))
-        self.passed("; ".join(x for x in (note, f"evaluated class {self.entry_class}") if x))
+        cached = object_note(self.objects.counts) if self.objects else ""
+        self.passed("; ".join(x for x in (note, cached, f"evaluated class {self.entry_class}") if x))
 
         self.enter("correctness")
         worst, nondeterministic = 0.0, bool(self.request["task"]["nondeterministic"])

@@ -14,6 +14,7 @@ the supervisor checks the outputs against its own reference and decides.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation
+from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation, remote_builds
 from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
     INIT_SEED,
@@ -78,6 +79,8 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
         )
         guards.refuse_network()
+        if request.get("object_cache") and confined.get("mode") != "off":
+            remote_builds.install(functools.partial(_ask_supervisor, sock), workdir)
         integrity.install_launch_hooks()
         inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
         _Worker(sock, request, workdir, confined).loop()
@@ -92,7 +95,15 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
 
 
 def _pch(request: dict[str, Any]) -> list[str]:
-    return [str(request["torch_pch"])] if request.get("torch_pch") else []
+    """Read-only paths beyond the machine's: the precompiled header and the object cache."""
+    return [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
+
+
+def _ask_supervisor(sock: socket.socket, call: dict[str, Any]) -> dict[str, Any]:
+    """A build request in the middle of a command (evaluation/remote_builds.py)."""
+    channel.send(sock, {"request": "build", "call": call})
+    header, _ = channel.recv(sock)
+    return header
 
 
 class _Worker:

@@ -24,6 +24,8 @@ import ray
 from evokernel.evaluation import isolation
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
+from evokernel.evaluation.object_cache import default_root as object_cache_root
+from evokernel.evaluation.object_cache import prune
 from evokernel.evaluation.pch import HeaderCache
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
@@ -57,6 +59,7 @@ class EvaluatorActor:
         warm: bool = True,
         precompiled_header: bool = False,
         isolation_mode: str = "required",
+        object_cache: bool = False,
     ) -> None:
         # On this node, before anything starts: `required` where the kernel cannot isolate fails here.
         self.isolation = isolation.check(isolation_mode)
@@ -79,6 +82,12 @@ class EvaluatorActor:
             workdir.mkdir()
             base = Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}"
             self.headers = HeaderCache(base, device == "cuda", sandbox_env(device, workdir))
+        # Compiled load_inline extensions, shared by the node's actors and later runs (built on
+        # the trusted side: evaluation/object_cache.py); least recently used go at start.
+        self.objects: Path | None = None
+        if object_cache:
+            self.objects = object_cache_root()
+            prune(self.objects)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
@@ -132,7 +141,8 @@ class EvaluatorActor:
         lock = {"dir": str(self.lock_dir), "max_wait_s": float(request.timeout_s)}
         headers = self.headers.root() if self.headers is not None else None
         timeout_s = request.timeout_s
-        sandboxed = replace(request, gpu_lock=lock, torch_pch=headers).to_json()
+        objects = str(self.objects) if self.objects is not None else None
+        sandboxed = replace(request, gpu_lock=lock, torch_pch=headers, object_cache=objects).to_json()
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()

@@ -145,7 +145,12 @@ class EvaluatorPool:
         # ~50 s of two cores at start (46.6 s on the H100 node) for candidates that rarely build C++.
         headers = self.config.precompiled_header and self.device == "cuda"
         return actor_cls.options(**options).remote(
-            self.device, self.build_jobs, self.config.warm, headers, self.config.isolation
+            self.device,
+            self.build_jobs,
+            self.config.warm,
+            headers,
+            self.config.isolation,
+            self.config.object_cache,
         )
 
     async def hardware(self) -> Hardware:

@@ -11,10 +11,14 @@ time per minute, where does each candidate's time go, and how busy is the GPU me
 Method: one local Ray cluster, one SQLite baseline library shared by every phase; each phase is a
 new ``EvaluatorPool`` (one actor) whose baselines are measured and precompiled header built before
 its clock starts (``pool.prepare``, ``header_caches``), then its files are submitted at once and
-timed to the last verdict. A phase is ``NAME:CONCURRENCY:LIGHT:COUNT``: candidates in flight,
+timed to the last verdict. A phase is ``NAME:CONCURRENCY:LIGHT:COUNT[:OPTIONS]``: candidates in flight,
 ``evaluation.light_cuda_headers`` (``on``/``off``: torch/types.h for torch/extension.h in a
 ``.cu``; evaluation/inline_builds.py) and how many files (a stratified sample: every k-th of the
-folders in order, or ``all``). Phases run one after the other, in the order given, with the
+folders in order, or ``all``); OPTIONS, comma-separated: ``child`` (each file with a comment line
+added: a search's child that keeps its parent's kernels, so its extensions come from the node's
+object cache that an earlier phase filled) and ``nocache`` (``evaluation.object_cache`` off: every
+build in the worker, as before session 13). The object cache is emptied at the start unless
+``--keep-object-cache``. Phases run one after the other, in the order given, with the
 same verdict profile (``--profile``, default kernelbench-v0, the field's). Per phase: candidates/min,
 verdicts, mean seconds and core-seconds per stage (evaluation/cpu_usage.py), core-seconds per
 candidate of the supervised stages and of the whole node, the load_inline build paths taken
@@ -32,6 +36,7 @@ import argparse
 import asyncio
 import json
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -45,6 +50,9 @@ from field_verdicts import pair_files, summarise, table
 
 from evokernel.evaluation.cpu_usage import CLOCK_TICKS
 from evokernel.evaluation.inline_builds import NOTES
+from evokernel.evaluation.object_cache import default_root
+
+CHILD_LINE = "\n# child: the Python around the kernels changed, the kernels did not\n"
 
 
 def cpu_times() -> tuple[int, int]:
@@ -163,6 +171,17 @@ async def run_phase(
     }
 
 
+def object_cache_figures(evaluations: Any) -> dict[str, Any]:
+    """What the node's object cache did (evaluation/object_cache.py), summed over the phase."""
+    total: Counter[str] = Counter()
+    build_s = 0.0
+    for ev in evaluations:
+        cache = ev.details.get("object_cache") or {}
+        build_s += float(cache.get("build_s", 0.0))
+        total.update({k: v for k, v in cache.items() if isinstance(v, int)})
+    return {**dict(total), "build_s": round(build_s, 1)}
+
+
 def stage_means_over(evaluations: dict[str, Any], names: list[str]) -> dict[str, float | None]:
     return breakdown([evaluations[n] for n in names if n in evaluations])
 
@@ -184,6 +203,9 @@ def main() -> None:
         "--budget-s", type=float, default=1e9, help="stop the run's phases after this many seconds in all"
     )
     parser.add_argument("--verdicts", type=Path, help="append every verdict here as it comes (JSON lines)")
+    parser.add_argument(
+        "--keep-object-cache", action="store_true", help="start from the node's object cache as it is"
+    )
     args = parser.parse_args()
 
     import torch
@@ -207,12 +229,18 @@ def main() -> None:
     }
     print(f"{len(every)} files ({dict(languages)}) over {len(tasks)} tasks", flush=True)
     first: list[str] = []
+    if not args.keep_object_cache:
+        shutil.rmtree(default_root(), ignore_errors=True)  # every file distinct: measured cold
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         library = SolutionLibrary(Path(tmp) / "baselines.db")
         for spec in args.phase:
-            name, concurrency, light, count = spec.split(":")
+            name, concurrency, light, count, *rest = spec.split(":")
+            options = rest[0].split(",") if rest else []
             files = stratified(every, count)
+            if "child" in options:
+                # A child that keeps its parent's kernels and changes the Python around them.
+                files = [(n, t, s + CHILD_LINE) for n, t, s in files]
             config = EvaluationConfig(
                 device=device,
                 timeout_s=args.timeout,
@@ -220,6 +248,7 @@ def main() -> None:
                 compile_baseline="off",
                 profile=args.profile,
                 light_cuda_headers=light == "on",
+                object_cache="nocache" not in options,
             )
             set_up = time.monotonic()
             pool = EvaluatorPool(config, RayConfig(), baselines=library)
@@ -242,6 +271,8 @@ def main() -> None:
                 **done["figures"],
                 "concurrency": pool.concurrency,
                 "light_cuda_headers": light == "on",
+                "options": options,
+                "object_cache": object_cache_figures(done["evaluations"].values()),
             }
             names = [n for n, _, _ in files]
             if not first:

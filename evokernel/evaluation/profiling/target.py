@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import guards, inline_builds, isolation
+from evokernel.evaluation import guards, inline_builds, isolation, remote_builds
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import (
     INIT_SEED,
@@ -60,10 +60,13 @@ def main(argv: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if mode == "candidate":
-        pch = [str(request["torch_pch"])] if request.get("torch_pch") else []
-        isolation.confine(request.get("isolation", "required"), workdir, pch)
+        reads = [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
+        isolation.confine(request.get("isolation", "required"), workdir, reads)
         guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
         guards.refuse_network()
+        if request.get("object_cache"):
+            # The worker's extensions, from the node's object cache, instead of building them again.
+            remote_builds.install(remote_builds.recorded(workdir, request["object_cache"]), workdir)
         inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
     model, task = _model(request, workdir, mode, device)
     inputs = make_inputs(task, 0, device)
