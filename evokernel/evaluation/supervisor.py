@@ -60,7 +60,9 @@ class Supervisor:
         self.entry_class = "ModelNew"
         # The worker's load_inline builds, made here on the trusted side (evaluation/object_cache.py).
         self.objects: ObjectCache | None = None
-        if request.get("object_cache"):
+        # Only a root that exists now existed when the worker confined itself (it was forked
+        # first): one made later would be unreadable to it (Landlock rules name existing paths).
+        if request.get("object_cache") and Path(request["object_cache"]).is_dir():
             reads = [str(request[key]) for key in ("torch_pch",) if request.get(key)]
             self.objects = ObjectCache(
                 Path(request["object_cache"]),

@@ -86,7 +86,10 @@ class EvaluatorActor:
         # the trusted side: evaluation/object_cache.py); least recently used go at start.
         self.objects: Path | None = None
         if object_cache:
+            # Made now: a worker's Landlock rule can only name a directory that exists when it
+            # confines itself (a root made later by the first build is unreadable to it).
             self.objects = object_cache_root()
+            self.objects.mkdir(parents=True, exist_ok=True)
             prune(self.objects)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation import landlock, seccomp
@@ -115,6 +116,8 @@ def server() -> Iterator[ForkServer]:
 
 
 def evaluate(server: ForkServer, task: Task, source: str, root: Path) -> Evaluation:
+    if root.name != "absent":
+        root.mkdir(parents=True, exist_ok=True)  # as the actor makes it before any evaluation
     request = build_request(task, source, device="cpu", scale="small", timing=FAST)
     return run_sandboxed({**request, "object_cache": str(root)}, 180, launcher=server.spawn)
 
@@ -174,7 +177,9 @@ def test_the_build_is_confined_a_flag_that_writes_outside_fails_the_build(
 
 
 @needs_isolation
-def test_a_failed_build_says_what_the_compiler_said(axpy_task: Task, server: ForkServer, tmp_path: Path) -> None:
+def test_a_failed_build_says_what_the_compiler_said(
+    axpy_task: Task, server: ForkServer, tmp_path: Path
+) -> None:
     broken = AXPY_C.replace("Py_RETURN_NONE;", "Py_RETURN_NONE")
     ev = evaluate(server, axpy_task, candidate("broken", broken), tmp_path)
     assert ev.status is Status.COMPILE_ERROR
@@ -182,6 +187,18 @@ def test_a_failed_build_says_what_the_compiler_said(axpy_task: Task, server: For
     assert re.search(r"build failed: main\.cpp:\d+:\d+: error: expected", ev.reason), ev.reason
     assert ev.details["object_cache"]["failed"] == 1
     assert not list((tmp_path / "objects").glob("*/*.so"))
+
+
+@needs_isolation
+def test_a_cache_root_that_does_not_exist_yet_leaves_the_build_to_the_worker(
+    axpy_task: Task, server: ForkServer, tmp_path: Path
+) -> None:
+    """Found on the H200: a root made by the first build, after other workers had confined
+    themselves, was unreadable to them ("cannot open shared object file: Permission denied")."""
+    ev = evaluate(server, axpy_task, candidate("no root yet"), tmp_path / "absent")
+    assert ev.status is Status.CORRECT, ev.reason
+    assert "object_cache" not in ev.details
+    assert not (tmp_path / "absent").exists()
 
 
 def test_only_well_formed_calls_are_built_on_the_trusted_side() -> None:
@@ -209,3 +226,27 @@ def test_pruning_keeps_recent_objects_and_drops_the_least_recently_used(tmp_path
     assert prune(tmp_path, max_bytes=1500) == [old.parent]
     assert recent.exists()
     assert prune(tmp_path, max_bytes=0) == []  # within the grace period: a worker may be importing it
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@needs_isolation
+def test_a_cuda_child_imports_its_parents_object_on_the_gpu(axpy_task: Task, tmp_path: Path) -> None:
+    """nvcc under the build's confinement, then the hit."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "legit" / "axpy_cuda_load_inline.py"
+    source = fixture.read_text()
+    server = ForkServer("cuda", Path(tempfile.gettempdir()))
+    tmp_path.mkdir(exist_ok=True)
+    try:
+        runs = []
+        for generation in ("parent", "child"):
+            request = build_request(axpy_task, f"{source}\n# {generation}\n", device="cuda", scale="small")
+            runs.append(run_sandboxed({**request, "object_cache": str(tmp_path)}, 300, launcher=server.spawn))
+    finally:
+        server.close()
+    parent, child = runs
+    assert parent.status is Status.CORRECT, parent.reason
+    assert child.status is Status.CORRECT, child.reason
+    assert parent.details["object_cache"]["built"] == 1
+    assert child.details["object_cache"] == {"hits": 1, "build_s": 0.0}
+    assert build_stage(child)["seconds"] < build_stage(parent)["seconds"] / 5
