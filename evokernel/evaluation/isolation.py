@@ -144,6 +144,12 @@ def doctor_report() -> tuple[str, bool]:
     ), not missing
 
 
+def request_reads(request: dict[str, Any]) -> list[str]:
+    """The node's shared read-only paths a candidate of ``request`` gets beyond the machine's: the
+    precompiled header and the object cache (both written only by trusted processes)."""
+    return [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
+
+
 def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], list[Path], list[Path]]:
     """(read, write, devices) for a candidate in ``workdir``."""
     read, devices = machine_paths()

@@ -26,14 +26,14 @@ def main(argv: list[str]) -> int:
     if ninja is None:
         print("ninja is not on PATH", flush=True)
         return 127
+    if mode == "off":
+        print("isolation is off for this evaluation", flush=True)
+        return ISOLATION_UNAVAILABLE
     try:
-        # "off" is never confined, and "best-effort" may not be: the cache needs the confinement.
-        record = isolation.confine("required" if mode != "off" else "off", staging, extra_read)
+        # Required even under best-effort: the cache is only sound with the confinement.
+        isolation.confine("required", staging, extra_read)
     except isolation.IsolationUnavailable as exc:
         print(exc, flush=True)
-        return ISOLATION_UNAVAILABLE
-    if record.get("mode") == "off":
-        print("isolation is off for this evaluation", flush=True)
         return ISOLATION_UNAVAILABLE
     command = [ninja, "-v"]
     if os.environ.get("MAX_JOBS", "").isdigit():

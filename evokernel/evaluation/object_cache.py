@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -148,9 +149,10 @@ class ObjectCache:
             except (RuntimeError, ValueError, TypeError, OSError) as exc:
                 # The worker's own call raises the same for the candidate to see.
                 return self._count("local", {"local": f"torch did not write the build: {exc}"[:300]})
-            target = self._dir("objects") / key / so_name
+            objects = self._dir("objects")
+            target = objects / key / so_name
             module = so_name.removesuffix(".so")
-            with _locked(self._dir("objects") / f"{key}.lock", deadline):
+            with _locked(objects / f"{key}.lock", deadline):
                 if target.is_file():
                     os.utime(target)  # least recently used goes first
                     return self._count("hits", {"object": str(target), "name": module})
@@ -196,9 +198,8 @@ class ObjectCache:
         run_ninja = cpp_extension._run_ninja_build
         cpp_extension._run_ninja_build = stop
         try:
-            cpp_extension.load_inline(**arguments, build_directory=str(staging), verbose=False)
-        except Written:
-            pass
+            with contextlib.suppress(Written):  # raised where ninja would have started
+                cpp_extension.load_inline(**arguments, build_directory=str(staging), verbose=False)
         finally:
             cpp_extension._run_ninja_build = run_ninja
         ninja = (staging / "build.ninja").read_text()
@@ -259,7 +260,7 @@ def _copy_object(source: Path, target: Path) -> None:
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
-        if not (info.st_mode & 0o170000 == 0o100000) or info.st_size > MAX_OBJECT_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_OBJECT_BYTES:
             raise RuntimeError(f"the build left no regular object file of at most {MAX_OBJECT_BYTES} bytes")
         target.parent.mkdir(exist_ok=True)
         partial = target.with_name(f".{target.name}.{os.getpid()}")

@@ -24,21 +24,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from evokernel.evaluation.object_cache import FLAGS, STRINGS
+
 Ask = Callable[[dict[str, Any]], dict[str, Any]]
 # Arguments the trusted side builds (object_cache.call_arguments); any other keeps the build here.
-SENT = (
-    "name",
-    "cpp_sources",
-    "cuda_sources",
-    "functions",
-    "extra_cflags",
-    "extra_cuda_cflags",
-    "extra_ldflags",
-    "with_cuda",
-    "with_pytorch_error_handling",
-    "use_pch",
-    "no_implicit_headers",
-)
+SENT = ("name", "functions", *STRINGS, *FLAGS)
 # Given, these change nothing the cache builds: torch's messages and intermediates in a build
 # directory the candidate does not see.
 IGNORED = ("verbose", "keep_intermediates")

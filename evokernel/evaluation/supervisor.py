@@ -63,7 +63,8 @@ class Supervisor:
         # Only a root that exists now existed when the worker confined itself (it was forked
         # first): one made later would be unreadable to it (Landlock rules name existing paths).
         if request.get("object_cache") and Path(request["object_cache"]).is_dir():
-            reads = [str(request[key]) for key in ("torch_pch",) if request.get(key)]
+            # The build reads the precompiled header, never the other objects.
+            reads = [str(request["torch_pch"])] if request.get("torch_pch") else []
             self.objects = ObjectCache(
                 Path(request["object_cache"]),
                 str(request.get("isolation", "required")),

@@ -74,7 +74,9 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
                 # CUPTI's 4-6 s start before confinement: started after it, in a worker forked by
                 # the pool's fork-server, it stalled every profiled candidate on the H200 machine.
                 timeline.prepare("cuda")
-        confined = isolation.confine(request.get("isolation", "required"), workdir, _pch(request))
+        confined = isolation.confine(
+            request.get("isolation", "required"), workdir, isolation.request_reads(request)
+        )
         guards.apply_limits(
             guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
         )
@@ -92,11 +94,6 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
     finally:
         sys.stderr.flush()
         os._exit(code)
-
-
-def _pch(request: dict[str, Any]) -> list[str]:
-    """Read-only paths beyond the machine's: the precompiled header and the object cache."""
-    return [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
 
 
 def _ask_supervisor(sock: socket.socket, call: dict[str, Any]) -> dict[str, Any]:

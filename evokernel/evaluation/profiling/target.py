@@ -60,8 +60,7 @@ def main(argv: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if mode == "candidate":
-        reads = [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
-        isolation.confine(request.get("isolation", "required"), workdir, reads)
+        isolation.confine(request.get("isolation", "required"), workdir, isolation.request_reads(request))
         guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
         guards.refuse_network()
         if request.get("object_cache"):
