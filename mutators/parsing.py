@@ -2,14 +2,14 @@
 
 Replies come in three shapes, tried in this order:
 
-1. SEARCH/REPLACE blocks (``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE``) edited into the
-   parent source; each SEARCH must match the current text exactly once, comparing lines with their
-   right-hand whitespace trimmed, so a model that drops trailing spaces still applies.
-2. Fenced code blocks (backticks or tildes, any info string). The last block that parses and
-   defines ``ModelNew`` wins: models often show the old code first and the answer last. When that
-   block uses names that only an earlier block defines (kernel in one block, module in the next),
-   those earlier blocks are prepended. An unterminated final fence (reply cut at ``max_tokens``)
-   counts as a block running to the end of the reply.
+1. SEARCH/REPLACE blocks edited into the parent source (:mod:`evokernel.mutators.edits`). When the
+   edits do not apply but the reply also holds a complete file, the file is used.
+2. Fenced code blocks (backticks or tildes, any info string, indented any depth, e.g. inside a
+   list item). The last block that parses and defines ``ModelNew`` (a class, or an alias such as
+   ``ModelNew = FastModel``) wins: models often show the old code first and the answer last. When
+   that block uses names that only another block defines (kernel in one block, module in the next,
+   in either order), those blocks are put before it. An unterminated final fence (reply cut at
+   ``max_tokens``) counts as a block running to the end of the reply.
 3. No fences: the whole reply, or the reply from its first ``import``/``from`` line, if it parses.
 
 Anything else raises :class:`~evokernel.exceptions.MutationError` with a reason that goes into the
@@ -24,14 +24,12 @@ import re
 from dataclasses import dataclass
 
 from evokernel.exceptions import MutationError
+from evokernel.mutators.edits import apply_search_replace, has_edits
 
 TARGET_CLASS = "ModelNew"
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)[^`]*$")
-_SEARCH = re.compile(r"^\s*<{5,9} ?SEARCH\s*$")
-_DIVIDER = re.compile(r"^\s*={5,9}\s*$")
-_REPLACE = re.compile(r"^\s*>{5,9} ?REPLACE\s*$")
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)[^`]*$")
 _CODE_START = re.compile(r"^(import |from \S+ import )")
 
 
@@ -50,11 +48,18 @@ def extract_model_new(reply: str, parent_source: str | None = None) -> str:
     if not text.strip():
         raise MutationError("reply is empty (no code)")
     lines = text.split("\n")
-    if any(_SEARCH.match(line) for line in lines):
-        if parent_source is None:
-            raise MutationError("reply has SEARCH/REPLACE blocks but there is no parent source to edit")
-        return _validate(apply_search_replace(parent_source, lines), "edited parent")
     blocks = _fenced_blocks(lines)
+    if has_edits(lines):
+        try:
+            if parent_source is None:
+                raise MutationError("reply has SEARCH/REPLACE blocks but there is no parent source to edit")
+            return _validate(apply_search_replace(parent_source, lines), "edited parent")
+        except MutationError:
+            # A complete file beside edits that do not apply is still an answer.
+            whole = [b for b in blocks if not has_edits(b.code.split("\n"))]
+            if not any(t is not None and _defines_target(t) for t in map(_parse, (b.code for b in whole))):
+                raise
+            return _from_blocks(whole)
     if blocks:
         return _from_blocks(blocks)
     return _from_unfenced(text)
@@ -71,11 +76,22 @@ def _validate(source: str, where: str) -> str:
 
 
 def _defines_target(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.ClassDef) and n.name == TARGET_CLASS for n in tree.body)
+    """A top-level ``class ModelNew`` or an alias assigned to the name (``ModelNew = Fast``)."""
+    for n in tree.body:
+        if isinstance(n, ast.ClassDef) and n.name == TARGET_CLASS:
+            return True
+        targets: list[ast.expr] = []
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, ast.AnnAssign):
+            targets = [n.target]
+        if any(isinstance(t, ast.Name) and t.id == TARGET_CLASS for t in targets):
+            return True
+    return False
 
 
 def _mentions_target(code: str) -> bool:
-    return re.search(rf"\bclass\s+{TARGET_CLASS}\b", code) is not None
+    return re.search(rf"\b(class\s+{TARGET_CLASS}\b|{TARGET_CLASS}\s*=)", code) is not None
 
 
 # ---------------------------------------------------------------------------- fenced blocks
@@ -89,15 +105,22 @@ def _fenced_blocks(lines: list[str]) -> list[_Block]:
         if m is None:
             i += 1
             continue
-        fence = m.group("fence")
+        fence, indent = m.group("fence"), len(m.group("indent").expandtabs())
         # A closing fence uses the same character, at least as many, and nothing after it.
-        closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}\s*$")
         j = i + 1
         while j < len(lines) and not closing.match(lines[j]):
             j += 1
-        blocks.append(_Block("\n".join(lines[i + 1 : j]), m.group("info").lower(), j < len(lines)))
+        # A fence indented inside a list item indents its code as deep: take that much off.
+        body = [_dedent(line, indent) for line in lines[i + 1 : j]]
+        blocks.append(_Block("\n".join(body), m.group("info").lower(), j < len(lines)))
         i = j + 1
     return blocks
+
+
+def _dedent(line: str, width: int) -> str:
+    expanded = line.expandtabs()
+    return expanded[min(width, len(expanded) - len(expanded.lstrip())) :]
 
 
 def _parse(code: str) -> ast.Module | None:
@@ -127,12 +150,14 @@ def _from_blocks(blocks: list[_Block]) -> str:
 
 
 def _with_helpers(blocks: list[_Block], trees: list[ast.Module | None], k: int) -> str:
-    """Prepend earlier blocks that define top-level names block ``k`` uses but does not define."""
+    """Prepend other blocks (earlier ones first, then later ones) that define top-level names block
+    ``k`` uses but does not define: a module block may come before or after its kernel block."""
     tree = trees[k]
     assert tree is not None
     missing = _free_names(tree)
     parts: list[str] = []
-    for b, t in zip(blocks[:k], trees[:k], strict=True):
+    others = [i for i in range(len(blocks)) if i != k]
+    for b, t in ((blocks[i], trees[i]) for i in others):
         if t is None or not missing:
             continue
         provided = _top_level_names(t) & missing
@@ -188,57 +213,3 @@ def _from_unfenced(text: str) -> str:
     if _mentions_target(text):
         return _validate(candidates[-1], "reply (no code fence)")
     raise MutationError(f"reply has no class {TARGET_CLASS} (no code block found)")
-
-
-# ---------------------------------------------------------------------------- SEARCH/REPLACE
-
-
-def _parse_edits(lines: list[str]) -> list[tuple[list[str], list[str]]]:
-    edits: list[tuple[list[str], list[str]]] = []
-    i = 0
-    while i < len(lines):
-        if not _SEARCH.match(lines[i]):
-            i += 1
-            continue
-        n = len(edits) + 1
-        j = i + 1
-        while j < len(lines) and not _DIVIDER.match(lines[j]):
-            j += 1
-        k = j + 1
-        while k < len(lines) and not _REPLACE.match(lines[k]):
-            k += 1
-        if j >= len(lines) or k >= len(lines):
-            raise MutationError(f"SEARCH/REPLACE block {n} is not terminated (reply truncated?)")
-        edits.append((lines[i + 1 : j], lines[j + 1 : k]))
-        i = k + 1
-    return edits
-
-
-def _trim_blank_ends(lines: list[str]) -> list[str]:
-    lo, hi = 0, len(lines)
-    while lo < hi and not lines[lo].strip():
-        lo += 1
-    while hi > lo and not lines[hi - 1].strip():
-        hi -= 1
-    return lines[lo:hi]
-
-
-def apply_search_replace(parent_source: str, reply_lines: list[str]) -> str:
-    """Apply every SEARCH/REPLACE block in ``reply_lines`` to ``parent_source``, in order."""
-    edits = _parse_edits(reply_lines)
-    current = parent_source.replace("\r\n", "\n").split("\n")
-    total = len(edits)
-    for n, (search, replace) in enumerate(edits, start=1):
-        # Blank lines around the SEARCH text are layout noise, not part of the anchor.
-        needle = [s.rstrip() for s in _trim_blank_ends(search)]
-        if not needle:
-            raise MutationError(f"SEARCH/REPLACE block {n} of {total} has an empty SEARCH section")
-        hay = [s.rstrip() for s in current]
-        width = len(needle)
-        hits = [p for p in range(len(hay) - width + 1) if hay[p : p + width] == needle]
-        if len(hits) != 1:
-            found = "is not found in" if not hits else f"matches {len(hits)} places in"
-            raise MutationError(f"SEARCH/REPLACE block {n} of {total}: SEARCH text {found} the parent")
-        p = hits[0]
-        current = current[:p] + list(replace) + current[p + width :]
-    return "\n".join(current)

@@ -188,3 +188,66 @@ def test_edit_that_breaks_syntax_is_reported() -> None:
     reply = _edit("        return x * self.scale", "        return (x * self.scale")
     with pytest.raises(MutationError, match="syntax error in edited parent at line"):
         extract_model_new(reply, PARENT)
+
+
+# ---- shapes issue 36 found in real replies ------------------------------------------------------
+
+
+def test_search_text_whose_indentation_was_lost_applies_at_the_parents_depth() -> None:
+    # The model quoted the method body at column 0; the edit must land inside forward().
+    reply = _edit("return x * self.scale", "y = x * self.scale\nreturn y + 0.0")
+    source = extract_model_new(reply, PARENT)
+    assert "        y = x * self.scale\n        return y + 0.0" in source
+    assert "return x * self.scale" not in source
+
+
+def test_search_text_dedented_as_a_block_keeps_its_relative_indentation() -> None:
+    reply = _edit(
+        "def forward(self, x):\n    return x * self.scale",
+        "def forward(self, x):\n    x = x.contiguous()\n    return x * self.scale",
+    )
+    source = extract_model_new(reply, PARENT)
+    assert "    def forward(self, x):\n        x = x.contiguous()\n        return x * self.scale" in source
+
+
+def test_a_failing_search_replace_beside_a_complete_file_uses_the_file() -> None:
+    reply = (
+        _edit("        self.scale = 9.0", "        self.scale = 3.0")
+        + "\nOr, the whole file:\n```python\n"
+        + MODEL_NEW
+        + "```\n"
+    )
+    assert extract_model_new(reply, PARENT) == MODEL_NEW
+
+
+def test_a_failing_search_replace_without_a_file_still_says_why() -> None:
+    reply = _edit("        self.scale = 9.0", "        self.scale = 3.0")
+    with pytest.raises(MutationError, match="SEARCH text is not found"):
+        extract_model_new(reply, PARENT)
+
+
+def test_a_fence_indented_inside_a_list_item() -> None:
+    body = "\n".join("    " + line if line else "" for line in MODEL_NEW.splitlines())
+    reply = f"Steps:\n\n1. Replace the module:\n\n    ```python\n{body}\n    ```\n2. Run it.\n"
+    source = extract_model_new(reply)
+    assert source == MODEL_NEW
+
+
+def test_model_new_as_an_alias_of_another_class() -> None:
+    code = MODEL_NEW.replace("class ModelNew", "class FastDouble") + "\n\nModelNew = FastDouble\n"
+    source = extract_model_new(f"```python\n{code}```")
+    assert "ModelNew = FastDouble" in source
+
+
+def test_module_block_followed_by_its_kernel_block_keeps_the_kernel() -> None:
+    module = (
+        "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return double(x)\n"
+    )
+    kernel = "def double(x):\n    return x * 2\n"
+    reply = f"The module:\n```python\n{module}```\nand the kernel it calls:\n```python\n{kernel}```\n"
+    source = extract_model_new(reply)
+    assert "def double" in source and source.index("def double") < source.index("class ModelNew")
+    namespace: dict[str, object] = {}
+    exec(compile(source, "candidate", "exec"), namespace)  # the combined file runs as one module
+    assert "double" in namespace
