@@ -142,6 +142,14 @@ class ModelClient:
         latency = time.monotonic() - start
         choice = response.choices[0] if response.choices else None
         reply = (choice.message.content if choice is not None else None) or ""
+        # Reasoning models' thoughts, which litellm moves out of the content (DeepSeek-R1, Qwen3,
+        # o-series summaries): kept with the reply in the <think> form the parser skips.
+        thoughts = getattr(choice.message, "reasoning_content", None) if choice is not None else None
+        recorded = (
+            f"<think>\n{thoughts.strip()}\n</think>\n{reply}"
+            if isinstance(thoughts, str) and thoughts.strip()
+            else reply
+        )
         usage = getattr(response, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -152,7 +160,7 @@ class ModelClient:
             completion_tokens=ct,
             cost_usd=self._cost(litellm, response, pt, ct),
             latency_s=latency,
-            reply=clip(reply, MAX_RECORD_CHARS),
+            reply=clip(recorded, MAX_RECORD_CHARS),
         )
         if not reply.strip():
             call = dataclasses.replace(call, outcome="empty", error="reply has no content")
@@ -211,16 +219,28 @@ class ModelClient:
     def _cost(self, litellm: ModuleType, response: Any, prompt_tokens: int, completion_tokens: int) -> float:
         """Configured prices win (they describe the server actually used); else litellm's local map."""
         cfg = self.config
-        if cfg.input_cost_per_mtok or cfg.output_cost_per_mtok:
+        if cfg.input_cost_per_mtok is not None or cfg.output_cost_per_mtok is not None:
             return (
-                prompt_tokens * cfg.input_cost_per_mtok / 1e6
-                + completion_tokens * cfg.output_cost_per_mtok / 1e6
+                prompt_tokens * (cfg.input_cost_per_mtok or 0.0) / 1e6
+                + completion_tokens * (cfg.output_cost_per_mtok or 0.0) / 1e6
             )
         try:
             return float(litellm.completion_cost(completion_response=response, model=self.model))
         except (litellm.exceptions.ModelNotMappedError, litellm.NotFoundError, ValueError, KeyError) as e:
             _log.debug("no cost for %s: %s", self.model, e)
             return 0.0
+
+    def priced(self) -> bool:
+        """Whether this model's calls have a price: configured, or in litellm's local cost map."""
+        cfg = self.config
+        if cfg.input_cost_per_mtok is not None or cfg.output_cost_per_mtok is not None:
+            return True
+        litellm = import_litellm()
+        try:
+            info = litellm.get_model_info(model=self.model)
+        except (litellm.exceptions.ModelNotMappedError, litellm.NotFoundError, ValueError, KeyError):
+            return False
+        return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
 
     @staticmethod
     def _scrub(text: str, key: str | None) -> str:

@@ -5,8 +5,10 @@ One model (``llm.model``) or an ensemble (``llm.models``) chosen per proposal by
 :mod:`~evokernel.mutators.selection`. Every HTTP attempt, failed or not, becomes an
 :class:`~evokernel.types.LLMCall` in the result, so the library accounts for tokens, cost and
 latency of retries too. Retries back off exponentially on 429, 5xx and timeouts, up to
-``llm.max_retries``; an empty, malformed or code-less reply is recorded and not retried. The API
-key is read from the environment per call and never stored in a record, an error text or a log.
+``llm.max_retries``; an empty reply is recorded and not retried; a reply without usable code goes
+back to the same model with the reason, up to ``llm.repair_rounds``
+(:mod:`evokernel.mutators.repair`). The API key is read from the environment per call and never
+stored in a record, an error text or a log.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from evokernel.exceptions import ConfigError, MutationError
 from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator, no_params
 from evokernel.mutators.client import MAX_RECORD_CHARS, Attempt, ModelClient, Sampling
 from evokernel.mutators.ideas import parse_ideas
-from evokernel.mutators.parsing import extract_model_new
 from evokernel.mutators.prompting import LANGUAGES, clip, load_template, render_ideas_prompt, render_prompt
+from evokernel.mutators.repair import judge, repair_message
 from evokernel.mutators.selection import ModelSelector, proposal_gain
 from evokernel.types import Evaluation, LLMCall, Operator, source_hash
 
@@ -78,12 +80,20 @@ class LLMMutator(Mutator):
         for m in models:
             if m.api_key_env and m.api_key_env not in os.environ:
                 raise ConfigError(f"api_key_env of {m.model} names {m.api_key_env}, which is not set")
-        if config.max_retries < 0 or config.timeout_s <= 0:
-            raise ConfigError("llm.max_retries must be >= 0 and llm.timeout_s > 0")
+        if config.max_retries < 0 or config.timeout_s <= 0 or config.repair_rounds < 0:
+            raise ConfigError("llm.max_retries and llm.repair_rounds must be >= 0 and llm.timeout_s > 0")
         self.config = config
-        self.llm_calls_per_job = config.max_retries + 1  # one model per job, retried by _ask
+        # One model per job, retried by _ask, once per repair round.
+        self.llm_calls_per_job = (config.max_retries + 1) * (config.repair_rounds + 1)
         self.clients = {m.model: ModelClient(m) for m in models}
         self.selector = ModelSelector([m.model for m in models], [m.weight for m in models], config.selection)
+        unpriced = [c.model for c in self.clients.values() if not config.allow_unpriced and not c.priced()]
+        if unpriced:
+            raise ConfigError(
+                f"no price for {', '.join(unpriced)}: litellm's cost map does not know it, so budget.usd "
+                "could never stop the run; give llm.input_cost_per_mtok / output_cost_per_mtok (0 for "
+                "a free local server, per model under llm.models) or set llm.allow_unpriced=true"
+            )
         self.model: str = models[0].model
         self.sampling = Sampling(config.temperature, config.max_tokens, config.timeout_s, config.stream)
         # Retry i waits base * 2^i, capped: 0.5, 1, 2, 4 s for the default max_retries=3.
@@ -112,17 +122,25 @@ class LLMMutator(Mutator):
             system, user = render_prompt(request)
         except MutationError as e:
             return MutationResult(source=None, error=str(e))
-        calls, attempt, error = await self._ask(system, user, request.rng_seed)
-        reply = (attempt.reply or "") if attempt is not None else ""
-        if attempt is None or error:  # no reply, or an empty one (recorded, not retried)
-            return MutationResult(source=None, error=error, raw_reply=reply, llm_calls=calls)
-        parent = request.parents[0].candidate.source if request.parents else None
-        try:
-            source = extract_model_new(reply, parent)
-        except MutationError as e:
-            calls = self._mark_unusable(calls, attempt, "no_code", str(e))
-            return MutationResult(source=None, error=calls[-1].error, raw_reply=reply, llm_calls=calls)
-        return MutationResult(source=source, raw_reply=reply, llm_calls=calls)
+        client = self._choose(request.rng_seed, learn=True)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        spent: tuple[LLMCall, ...] = ()
+        for round_ in range(self.config.repair_rounds + 1):
+            calls, attempt, error = await self._ask(client, messages, repair=round_ > 0)
+            spent += calls
+            reply = (attempt.reply or "") if attempt is not None else ""
+            if attempt is None or error:  # no reply, or an empty one (recorded, not retried)
+                return MutationResult(source=None, error=error, raw_reply=reply, llm_calls=spent)
+            verdict = judge(reply, request)
+            if verdict.source is not None:
+                return MutationResult(source=verdict.source, raw_reply=reply, llm_calls=spent)
+            spent = self._mark_unusable(spent, attempt, verdict.outcome, verdict.problem)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": repair_message(verdict)},
+            ]
+        return MutationResult(source=None, error=spent[-1].error, raw_reply=reply, llm_calls=spent)
 
     async def ideas(self, request: MutationRequest, count: int) -> IdeasResult:
         """Up to ``count`` distinct optimization ideas for ``request.task`` (PIKE-B's brainstorm).
@@ -135,7 +153,9 @@ class LLMMutator(Mutator):
             system, user = render_ideas_prompt(request, count)
         except MutationError as e:
             return IdeasResult(ideas=(), error=str(e))
-        calls, attempt, error = await self._ask(system, user, request.rng_seed, learn=False)
+        client = self._choose(request.rng_seed, learn=False)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        calls, attempt, error = await self._ask(client, messages)
         reply = (attempt.reply or "") if attempt is not None else ""
         if attempt is None or error:
             return IdeasResult(ideas=(), error=error, raw_reply=reply, llm_calls=calls)
@@ -163,20 +183,25 @@ class LLMMutator(Mutator):
             outcome, error = "truncated", f"{error} (reply stopped at max_tokens={self.config.max_tokens})"
         return (*calls[:-1], dataclasses.replace(calls[-1], outcome=outcome, error=error))
 
+    def _choose(self, rng_seed: int, *, learn: bool) -> ModelClient:
+        return self.clients[self.selector.choose(rng_seed, count=learn)]
+
     async def _ask(
-        self, system: str, user: str, rng_seed: int, *, learn: bool = True
+        self, client: ModelClient, messages: list[dict[str, str]], *, repair: bool = False
     ) -> tuple[tuple[LLMCall, ...], Attempt | None, str]:
         """(calls, last attempt with a reply or None, error). ``error`` is set when no usable reply
         came: every attempt failed (attempt None) or the reply was empty (attempt set)."""
-        client = self.clients[self.selector.choose(rng_seed, count=learn)]
         if client.config.api_key_env and not os.environ.get(client.config.api_key_env):
             return (), None, f"api_key_env of {client.model}: {client.config.api_key_env} is unset"
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        if repair:  # the earlier turns are the previous call's prompt and reply, recorded there
+            shown = f"[repair of the previous call's reply]\n\n[user]\n{messages[-1]['content']}"
+        else:
+            shown = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
         # Fields shared by every attempt's record; each attempt fills in what it measured.
         blank = LLMCall(
             model=client.model,
             prompt_hash=source_hash(json.dumps(messages, sort_keys=True)),
-            prompt=clip(f"[system]\n{system}\n\n[user]\n{user}", MAX_RECORD_CHARS),
+            prompt=clip(shown, MAX_RECORD_CHARS),
         )
         calls: list[LLMCall] = []
         for i in range(self.config.max_retries + 1):

@@ -26,8 +26,9 @@ class ModelConfig:
     api_key_env: str | None = None
     # Relative share of proposals under ``selection: weighted``; a prior multiplier under bandit.
     weight: float = 1.0
-    input_cost_per_mtok: float = 0.0
-    output_cost_per_mtok: float = 0.0
+    # USD per million tokens; None: litellm's local cost map (0 is a price: a free local server).
+    input_cost_per_mtok: float | None = None
+    output_cost_per_mtok: float | None = None
     # Requests to this model in flight at once; 0: only the engine's concurrency.llm limits them.
     max_concurrent: int = 0
 
@@ -49,14 +50,28 @@ class LLMConfig:
     timeout_s: float = 300.0
     # Bounded retries with exponential backoff on 429, 5xx and timeouts.
     max_retries: int = 3
-    # USD per million tokens, for models litellm's local cost map does not know (local servers).
-    input_cost_per_mtok: float = 0.0
-    output_cost_per_mtok: float = 0.0
+    # USD per million tokens, for models litellm's local cost map does not know (local servers);
+    # None: the cost map's price. A model priced by neither is an error at start, since the USD
+    # budget could never stop it, unless ``allow_unpriced`` (its calls then cost 0).
+    input_cost_per_mtok: float | None = None
+    output_cost_per_mtok: float | None = None
+    allow_unpriced: bool = False
     language: str = "triton"
     models: list[ModelConfig] = field(default_factory=list)
     selection: str = "weighted"
     # Ask for server-sent events; a long reply then keeps the connection busy instead of idle.
     stream: bool = False
+    # A reply without usable code (no ModelNew, a syntax error, a SEARCH that does not apply, a
+    # duplicate of an evaluated source) is sent back to the same model with the error, in the same
+    # conversation, up to this many times; each repair is an LLM call of the same proposal.
+    repair_rounds: int = 2
+    # "Previous attempts" in mutate/crossover prompts: at most this many evaluated candidates of
+    # the task (the parent's line first), in at most ``history_chars`` characters (~4 per token).
+    previous_attempts: int = 6
+    history_chars: int = 2400
+    # A mutate/seed proposal without an idea gets a direction of its own from
+    # prompts/directions.md (by branch), so siblings never receive byte-identical prompts.
+    diversify: bool = True
 
     def enabled(self) -> bool:
         """Whether any model is configured (the runner builds the LLM mutator only then)."""

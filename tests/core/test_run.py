@@ -93,6 +93,7 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
             Reply(_kernel_reply(256, scale="2.0"), prompt_tokens=1100, completion_tokens=210),
             Reply(_kernel_reply(512), prompt_tokens=1200, completion_tokens=220),
             Reply(_kernel_reply(1024), prompt_tokens=1300, completion_tokens=230),
+            Reply(_kernel_reply(2048), prompt_tokens=1400, completion_tokens=240),
         ]
         server.push(*replies)
         config = load_config(
@@ -123,7 +124,7 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
     statuses = sorted(sc.evaluation.status.value for sc in llm_cands if sc.evaluation)
     assert statuses.count("incorrect") <= 1 and "correct" in statuses
     calls = lib.llm_calls(summary.run_id)
-    assert len(calls) == served == 4  # 3 candidates + 1 reply without code
+    assert len(calls) == served == 4  # 3 candidates + 1 reply without code, which was repaired
     used = replies[:served]
     assert sum(c.prompt_tokens for c in calls) == sum(r.prompt_tokens for r in used)
     assert sum(c.completion_tokens for c in calls) == sum(r.completion_tokens for r in used)
@@ -131,8 +132,12 @@ def test_llm_run_against_a_local_openai_compatible_server(tmp_path: Path) -> Non
     expected_cost = sum(r.prompt_tokens * 1.0 + r.completion_tokens * 2.0 for r in used) / 1e6
     assert usage["cost_usd"] == pytest.approx(expected_cost)
     with sqlite3.connect(db) as conn:
-        failed = conn.execute("select reason, raw_reply from proposals where state='failed'").fetchall()
-    assert len(failed) == 1 and "ModelNew" in failed[0][0] and "won't write code" in failed[0][1]
+        failed = conn.execute("select reason from proposals where state='failed'").fetchall()
+        query = "select outcome, error, reply from llm_calls where outcome != 'ok'"
+        unusable = conn.execute(query).fetchall()
+    assert failed == []  # the reply without code went back to the model, and its repair was used
+    assert len(unusable) == 1 and unusable[0][0] == "no_code" and "ModelNew" in unusable[0][1]
+    assert "won't write code" in unusable[0][2]
 
 
 def test_pike_b_ideas_branches_and_a_fix_round_with_a_scripted_llm(tmp_path: Path) -> None:
@@ -157,6 +162,7 @@ def test_pike_b_ideas_branches_and_a_fix_round_with_a_scripted_llm(tmp_path: Pat
                 "strategy.params.fix_rounds=1",
                 "concurrency.llm=1",  # replies are served in request order; one at a time keeps it fixed
                 "mutators.llm.model=openai/test-model",
+                "mutators.llm.allow_unpriced=true",
                 f"mutators.llm.api_base={server.url}",
                 "mutators.llm.timeout_s=20",
                 *FAST,

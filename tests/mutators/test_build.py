@@ -40,7 +40,12 @@ def test_defaults_and_the_old_keys() -> None:
     assert [type(m) for m in build_mutators(load_config(None, [f"tasks=[{TASK}]"]))] == [TuneMutator]
     config = load_config(
         None,
-        [f"tasks=[{TASK}]", "mutators.llm.model=openai/x", "mutators.llm.api_base=http://127.0.0.1:9/v1"],
+        [
+            f"tasks=[{TASK}]",
+            "mutators.llm.model=openai/x",
+            "mutators.llm.api_base=http://127.0.0.1:9/v1",
+            "mutators.llm.allow_unpriced=true",
+        ],
     )
     built = build_mutators(config)
     assert [type(m) for m in built] == [LLMMutator, TuneMutator]

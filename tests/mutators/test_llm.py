@@ -192,25 +192,67 @@ def test_hang_times_out_within_bound(llm_server: LLMServer) -> None:
     assert elapsed < hold
 
 
-def test_prose_is_a_recorded_failure_not_retried(llm_server: LLMServer) -> None:
+def test_prose_goes_back_to_the_model_with_the_reason(llm_server: LLMServer) -> None:
     prose = "You could fuse the clamp into the previous kernel to save a pass."
     llm_server.push(Reply(prose, prompt_tokens=100, completion_tokens=20), Reply(GOOD_REPLY))
     result = _run(_mutator(_config(llm_server)), _request())
-    assert result.source is None and "ModelNew" in result.error and result.raw_reply == prose
-    (call,) = result.llm_calls
-    assert call.outcome == "no_code" and call.reply == prose and call.cost_usd > 0
-    assert llm_server.pending == 1
+    assert result.source == CHILD
+    first, repair = result.llm_calls
+    assert first.outcome == "no_code" and first.reply == prose and first.cost_usd > 0
+    assert "ModelNew" in first.error and repair.outcome == "ok"
+    # The repair continues the conversation: the model sees its own reply and why it was refused.
+    body = llm_server.completions[1].body
+    assert body is not None
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert body["messages"][2]["content"] == prose
+    assert first.error in body["messages"][3]["content"]
+    assert repair.prompt_hash != first.prompt_hash and "repair" in repair.prompt
+
+
+def test_a_syntax_error_is_repaired_and_rounds_are_bounded(llm_server: LLMServer) -> None:
+    broken = "```python\nclass ModelNew(nn.Module):\n    def forward(self, x)\n        return x\n```"
+    llm_server.push(Reply(broken), Reply(broken), Reply(GOOD_REPLY))
+    result = _run(_mutator(_config(llm_server, repair_rounds=1)), _request())
+    assert result.source is None and "syntax error in code block at line 2" in result.error
+    assert [c.outcome for c in result.llm_calls] == ["no_code", "no_code"]
+    assert llm_server.pending == 1  # two rounds: the reply and one repair, no more
+    assert "line 2" in _user_prompt(llm_server, 1)
+
+
+def test_a_duplicate_of_the_parent_is_sent_back(llm_server: LLMServer) -> None:
+    llm_server.push(Reply(f"```python\n{PARENT}```"), Reply(GOOD_REPLY))
+    result = _run(_mutator(_config(llm_server)), _request())
+    assert result.source == CHILD
+    assert [c.outcome for c in result.llm_calls] == ["duplicate", "ok"]
+    assert "unchanged" in _user_prompt(llm_server, 1)
 
 
 def test_empty_and_truncated_replies(llm_server: LLMServer) -> None:
     cut = "```python\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return (x"
     llm_server.push(Reply(""), Reply(cut, finish_reason="length"))
-    mutator = _mutator(_config(llm_server))
+    mutator = _mutator(_config(llm_server, repair_rounds=0))
     empty = _run(mutator, _request())
     assert empty.source is None and [c.outcome for c in empty.llm_calls] == ["empty"]
     truncated = _run(mutator, _request())
     assert truncated.source is None and "max_tokens=1234" in truncated.error
     assert [c.outcome for c in truncated.llm_calls] == ["truncated"]
+
+
+def test_reasoning_content_is_kept_with_the_reply(llm_server: LLMServer) -> None:
+    llm_server.push(Reply(GOOD_REPLY, reasoning="REASONING_MARKER: the clamp is memory bound"))
+    result = _run(_mutator(_config(llm_server)), _request())
+    assert result.source == CHILD
+    (call,) = result.llm_calls
+    assert call.reply.startswith("<think>") and "REASONING_MARKER" in call.reply and GOOD_REPLY in call.reply
+
+
+def test_a_model_without_a_price_is_an_error_at_start(llm_server: LLMServer) -> None:
+    unpriced = _config(llm_server, input_cost_per_mtok=None, output_cost_per_mtok=None)
+    with pytest.raises(ConfigError, match=r"no price for openai/test-model.*allow_unpriced"):
+        LLMMutator(unpriced)
+    LLMMutator(dataclasses.replace(unpriced, allow_unpriced=True))
+    LLMMutator(dataclasses.replace(unpriced, input_cost_per_mtok=0.0))  # a free local server
 
 
 def test_invalid_json_body_is_not_retried(llm_server: LLMServer) -> None:
@@ -265,7 +307,7 @@ def test_unserved_operator_and_missing_parent_make_no_call(llm_server: LLMServer
 
 def test_known_model_is_priced_from_litellms_local_map(llm_server: LLMServer) -> None:
     llm_server.push(Reply(GOOD_REPLY, prompt_tokens=1000, completion_tokens=100))
-    config = _config(llm_server, model="openai/gpt-4o", input_cost_per_mtok=0.0, output_cost_per_mtok=0.0)
+    config = _config(llm_server, model="openai/gpt-4o", input_cost_per_mtok=None, output_cost_per_mtok=None)
     result = _run(_mutator(config), _request())
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm

@@ -20,7 +20,14 @@ def test_call_budget_reserves_the_mutators_own_retries(tmp_path: Path, llm_serve
     config = instant_config("greedy", {"batch": 4}, tmp_path / "lib.db", [task], evaluations=50, llm_calls=7)
     config.mutators.llm.max_retries = 0
     mutator = LLMMutator(
-        LLMConfig(model="openai/test-model", api_base=llm_server.url, max_retries=2, timeout_s=5.0),
+        LLMConfig(
+            model="openai/test-model",
+            api_base=llm_server.url,
+            max_retries=2,
+            timeout_s=5.0,
+            repair_rounds=0,
+            allow_unpriced=True,
+        ),
         backoff_base_s=0.01,
     )
     run = run_instant(config, [task], mutator=mutator)

@@ -32,6 +32,7 @@ def _request(seed: int = 0) -> MutationRequest:
 
 
 def _ensemble(server: LLMServer, selection: str, *models: ModelConfig, **kw: Any) -> LLMMutator:
+    kw.setdefault("allow_unpriced", True)  # these tests price what they count
     config = LLMConfig(
         api_base=server.url, timeout_s=5.0, max_retries=0, selection=selection, models=list(models), **kw
     )
@@ -166,6 +167,7 @@ def test_streamed_replies_are_reassembled_with_usage_and_truncation(llm_server: 
         stream=True,
         input_cost_per_mtok=1.0,
         output_cost_per_mtok=10.0,
+        repair_rounds=0,
     )
     mutator = LLMMutator(config)
     ok = asyncio.run(mutator.mutate(_request()))
@@ -182,7 +184,9 @@ def test_streamed_replies_are_reassembled_with_usage_and_truncation(llm_server: 
 @pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 def test_a_stream_cut_mid_reply_is_a_recorded_failure(llm_server: LLMServer) -> None:
     llm_server.push(CutStream(GOOD), Reply(GOOD))
-    config = LLMConfig(model="openai/test-model", api_base=llm_server.url, timeout_s=5.0, stream=True)
+    config = LLMConfig(
+        model="openai/test-model", api_base=llm_server.url, timeout_s=5.0, stream=True, allow_unpriced=True
+    )
     result = asyncio.run(
         LLMMutator(dataclasses.replace(config, max_retries=1), backoff_base_s=0.01).mutate(_request())
     )

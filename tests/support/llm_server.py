@@ -31,6 +31,8 @@ class Reply:
     prompt_tokens: int = 10
     completion_tokens: int = 20
     finish_reason: str = "stop"
+    # A reasoning model's thoughts, sent as the message's ``reasoning_content`` (DeepSeek's field).
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,11 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply.text},
+                "message": {
+                    "role": "assistant",
+                    "content": reply.text,
+                    **({"reasoning_content": reply.reasoning} if reply.reasoning else {}),
+                },
                 "finish_reason": reply.finish_reason,
             }
         ],
