@@ -100,9 +100,16 @@ class AccountingMixin(IslandIndexMixin):
             func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0),
             func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
             func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0),
+            func.count().filter(LLMCallRow.outcome != "ok"),
         ).where(LLMCallRow.run_id == run_id)
-        calls, tin, tout, cost = self._scope.run(lambda s: s.execute(stmt).one())
-        return {"calls": calls, "prompt_tokens": tin, "completion_tokens": tout, "cost_usd": float(cost)}
+        calls, tin, tout, cost, failed = self._scope.run(lambda s: s.execute(stmt).one())
+        return {
+            "calls": calls,
+            "failed": failed,
+            "prompt_tokens": tin,
+            "completion_tokens": tout,
+            "cost_usd": float(cost),
+        }
 
     def max_proposal_cost(self, run_id: str) -> float:
         """The largest USD cost any one proposal's LLM calls added up to (0.0 before any)."""

@@ -29,6 +29,7 @@ from evokernel.db.proposals import ProposalsMixin
 from evokernel.db.reason_key import reason_key
 from evokernel.db.rows import eval_columns as _eval_columns
 from evokernel.db.rows import scored as _scored
+from evokernel.db.urls import check_url
 from evokernel.exceptions import LibraryError
 from evokernel.types import (
     Candidate,
@@ -78,6 +79,7 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin):
             self._engine = make_readonly_engine(self.url)
             check_schema(self._engine, self.url)
         else:
+            check_url(str(url_or_path))  # a bad URL is one line naming it, not a driver's traceback
             self.url = upgrade(url_or_path) if migrate else normalize_url(url_or_path)
             self._engine = make_engine(self.url)
         self._scope = SessionScope(self._engine)

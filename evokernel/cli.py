@@ -127,13 +127,24 @@ def _run(args: argparse.Namespace) -> int:
         )
     finally:
         progress.close()
-    return 130 if summary.interrupted else 0  # 128 + SIGINT, as a shell reports Ctrl-C
+    if summary.interrupted:
+        return 130  # 128 + SIGINT, as a shell reports Ctrl-C
+    if summary.llm_all_failed:
+        print(
+            f"evokernel: error: all {summary.llm_calls} LLM calls of run {summary.run_id} failed, so no "
+            f"LLM operator ran; their errors: evokernel report {summary.run_id}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
     from evokernel.db import upgrade
     from evokernel.db.connection import redact
+    from evokernel.db.urls import check_url
 
+    check_url(args.library)
     url = upgrade(args.library)
     print(f"library {redact(url)} is at the latest schema")
     return 0
@@ -142,8 +153,10 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace) -> int:
     from evokernel.analysis import list_runs, list_sweeps
     from evokernel.db import SolutionLibrary
+    from evokernel.db.urls import require_existing
     from evokernel.run.progress import format_table
 
+    require_existing(args.library, "runs")
     library = SolutionLibrary(args.library)
     runs = list_runs(library)
     header = ["run", "name", "status", "started", "finished", "evaluated", "best"]
@@ -193,6 +206,11 @@ def _tasks_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resume_hint(command: str) -> str:
+    """Only a run has something to resume; other commands (the dashboard, a report) just stop."""
+    return "; resume with --resume RUN_ID (see `evokernel runs`)" if command == "run" else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {
@@ -217,13 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evokernel: error: {exc}", file=sys.stderr)
         return 2
     except Terminated:
-        print(
-            "evokernel: stopped by SIGTERM; resume with --resume RUN_ID (see `evokernel runs`)",
-            file=sys.stderr,
-        )
+        print(f"evokernel: stopped by SIGTERM{_resume_hint(args.command)}", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print("evokernel: interrupted; resume with --resume RUN_ID (see `evokernel runs`)", file=sys.stderr)
+        print(f"evokernel: interrupted{_resume_hint(args.command)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`evokernel runs | head -2`): stop quietly with 0, so a script under

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -59,6 +60,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         base_dir = file.resolve().parent
         try:
             loaded = OmegaConf.load(file)
+        except yaml.YAMLError as exc:
+            raise _yaml_error(exc, file) from exc
+        try:
             _mutators_list_form(loaded, str(file))
             merged = OmegaConf.merge(merged, loaded)  # type: ignore[assignment]
         except OmegaConfBaseException as exc:
@@ -71,8 +75,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         config: ExperimentConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except (ValidationError, OmegaConfBaseException) as exc:
         raise _key_error(exc, "the command-line overrides" if overrides else str(path)) from exc
-    config.tasks = [_resolve_task_path(t, base_dir) for t in config.tasks]
-    config.seed_kernels = [_resolve_task_path(t, base_dir) for t in config.seed_kernels]
+    config.tasks = [_resolve_task_path(t, base_dir, "task") for t in config.tasks]
+    config.seed_kernels = [_resolve_task_path(t, base_dir, "seed_kernels") for t in config.seed_kernels]
     _check(config)
     return config
 
@@ -102,13 +106,29 @@ def _mutators_list_form(loaded: DictConfig | ListConfig, origin: str) -> None:
     loaded.mutators = form
 
 
-def _resolve_task_path(entry: str, base_dir: Path) -> str:
-    """Relative task paths are looked up beside the config file first, then in the current folder."""
+def _yaml_error(exc: yaml.YAMLError, file: Path) -> ConfigError:
+    """One line naming the file and the line (1-based) where the YAML parser gave up."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{file}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(file)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return ConfigError(f"YAML syntax error in {where}: {problem}")
+
+
+def _resolve_task_path(entry: str, base_dir: Path, what: str) -> str:
+    """Relative task paths are looked up beside the config file first, then in the current folder;
+    a path found in neither is an error naming both places tried."""
     p = Path(entry).expanduser()
     if p.is_absolute():
+        if not p.exists():
+            raise ConfigError(f"{what} path {p} does not exist")
         return str(p)
-    beside = base_dir / p
-    return str(beside.resolve() if beside.exists() else p.resolve())
+    beside, here = (base_dir / p).resolve(), p.resolve()
+    if beside.exists():
+        return str(beside)
+    if here.exists():
+        return str(here)
+    tried = f"{beside} (beside the config) and {here} (current folder)" if here != beside else str(here)
+    raise ConfigError(f"{what} path {entry!r} does not exist: tried {tried}")
 
 
 def _check(config: ExperimentConfig) -> None:
@@ -130,6 +150,9 @@ def _check(config: ExperimentConfig) -> None:
         )
     if not config.tasks:
         raise ConfigError("no tasks: set tasks=[path/to/task.py, ...] in the config or on the command line")
+    from evokernel.db.urls import check_url
+
+    check_url(config.library)
 
 
 def to_dict(config: ExperimentConfig) -> dict[str, Any]:

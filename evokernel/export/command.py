@@ -40,10 +40,12 @@ def add_parsers(sub: Any) -> None:
 
 def export(args: argparse.Namespace) -> int:
     from evokernel.db import SolutionLibrary
+    from evokernel.db.urls import require_existing
     from evokernel.exceptions import ExportError
 
     if not args.out and not args.dataset:
         raise ExportError("give --out DIR (kernel files) and/or --dataset FILE (one row per candidate)")
+    require_existing(args.library, "export")
     library = SolutionLibrary(args.library)
     try:
         if args.out:

@@ -28,8 +28,10 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evokernel.db import SolutionLibrary
+    from evokernel.db.urls import require_existing
     from evokernel.report.write import write_report
 
+    require_existing(args.library, "report")
     library = SolutionLibrary(args.library)
     try:
         written = write_report(library, args.id, html=args.html, png_dir=args.png)

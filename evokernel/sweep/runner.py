@@ -19,9 +19,10 @@ from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError, Terminated
 from evokernel.report.progress import CellPrinter
+from evokernel.run.credentials import check_credentials
 from evokernel.run.engine import Engine, Evaluator
 from evokernel.run.progress import Reporter
-from evokernel.run.runner import RunSummary, run_experiment_async
+from evokernel.run.runner import RunSummary, ray_notice, run_experiment_async
 from evokernel.sweep.plan import Cell, check_same_sweep, create_cells, new_sweep_id, plan_cells
 
 
@@ -77,6 +78,9 @@ async def run_sweep_async(
     announce: bool = True,
 ) -> SweepSummary:
     cells = plan_cells(config_path, items) if config_path is not None else []
+    if pool is None:
+        for cell in cells:  # a missing key stops the sweep before its library or Ray
+            check_credentials(cell.config)
     url = cells[0].config.library if cells else library
     if url is None:
         raise ConfigError("resuming a sweep without its CONFIG needs --library")
@@ -105,6 +109,9 @@ async def run_sweep_async(
         from evokernel.pool import EvaluatorPool  # Ray and torch: only when a real pool is needed
 
         base = first or _stored_config(url, runs[min(runs)])
+        notice = ray_notice(base.ray)
+        if notice and announce:
+            print(notice, flush=True)
         pool = EvaluatorPool(base.evaluation, base.ray, baselines=baselines)
     engines: list[Engine] = []
     stopping = asyncio.Event()

@@ -16,7 +16,8 @@ from evokernel.types import LLMCall, Proposal
 # ---- llm calls, baselines, events --------------------------------------------------------------------
 def test_llm_calls_and_usage(lib: SolutionLibrary, run_id: str) -> None:
     other = lib.create_run("other", {})
-    assert lib.llm_usage(run_id) == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    empty = {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    assert lib.llm_usage(run_id) == empty
 
     proposal = lib.add_proposal(run_id, Proposal(task="relu", operator="mutate"))
     calls = [
@@ -34,6 +35,7 @@ def test_llm_calls_and_usage(lib: SolutionLibrary, run_id: str) -> None:
     assert lib.llm_calls(run_id) == calls
     usage = lib.llm_usage(run_id)
     assert usage["calls"] == 3
+    assert usage["failed"] == 1  # the rate-limited attempt
     assert usage["prompt_tokens"] == 3000
     assert usage["completion_tokens"] == 500
     assert usage["cost_usd"] == pytest.approx(0.2625)
