@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from evokernel.strategies.view import RunView
 from evokernel.types import Operator, Proposal, Scored, Status
 
@@ -42,3 +44,47 @@ def correct(candidates: list[Scored]) -> list[Scored]:
 def by_fitness(candidates: list[Scored]) -> list[Scored]:
     """Correct candidates, fastest first; ties go to the older one (deterministic)."""
     return sorted(correct(candidates), key=lambda sc: (-sc.speedup, sc.candidate.id))
+
+
+def fix_depth(sc: Scored, lookup: Callable[[int], Scored | None]) -> int:
+    """How many fix rounds made this candidate (0 for a line's first attempt); ``lookup`` finds a
+    parent by id (None: unknown, which ends the count)."""
+    depth = 0
+    while sc.candidate.operator == Operator.FIX and sc.candidate.parents:
+        depth += 1
+        parent = lookup(sc.candidate.parents[0])
+        if parent is None:
+            break
+        sc = parent
+    return depth
+
+
+def carried_fixes(view: RunView, generation: int, max_attempts: int, first_branch: int) -> list[Proposal]:
+    """``fix`` proposals of ``generation`` for the failed candidates of ``generation - 1`` whose fix
+    line has attempts left (PIKE's OpenEvolve fork fixes inside the worker, up to
+    ``max_fix_attempts``; a generational strategy carries them into the next generation, so its plan
+    still reads finished generations only). Each stays on its candidate's island; branches count
+    from ``first_branch`` in candidate order."""
+    if generation < 1 or max_attempts < 1 or Operator.FIX not in view.operators:
+        return []
+    previous = view.candidates(generation=generation - 1)
+    by_id = {sc.candidate.id: sc for sc in previous}
+
+    def lookup(cid: int) -> Scored | None:
+        return by_id.get(cid) or view.candidate(cid)
+
+    out: list[Proposal] = []
+    for sc in failed(previous):
+        if fix_depth(sc, lookup) >= max_attempts:
+            continue
+        out.append(
+            Proposal(
+                task=view.task.name,
+                operator=Operator.FIX,
+                island=sc.candidate.island,
+                generation=generation,
+                parents=(sc.candidate.id,),
+                branch=first_branch + len(out),
+            )
+        )
+    return out

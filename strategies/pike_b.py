@@ -28,7 +28,7 @@ from __future__ import annotations
 from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member
 from evokernel.strategies.base import Strategy
-from evokernel.strategies.common import by_fitness, initial_generation, mutation_operator
+from evokernel.strategies.common import by_fitness, fix_depth, initial_generation, mutation_operator
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import Operator, Proposal, Scored, Status
 
@@ -150,7 +150,7 @@ class PikeB(Strategy):
             ev = sc.evaluation
             if ev is None or ev.status is Status.CORRECT or sc.candidate.id in fixed:
                 continue
-            depth = _fix_depth(sc, by_id)
+            depth = fix_depth(sc, by_id.get)
             if depth >= self.fix_rounds:
                 continue
             fix = Proposal(
@@ -162,15 +162,3 @@ class PikeB(Strategy):
             )
             out.append((depth, fix))
         return [fix for _depth, fix in sorted(out, key=lambda d: (d[0], d[1].branch, d[1].parents))]
-
-
-def _fix_depth(sc: Scored, by_id: dict[int, Scored]) -> int:
-    """How many fix rounds made this candidate (0 for a branch's first attempt)."""
-    depth = 0
-    while sc.candidate.operator == FIX and sc.candidate.parents:
-        depth += 1
-        parent = by_id.get(sc.candidate.parents[0])
-        if parent is None:
-            break
-        sc = parent
-    return depth

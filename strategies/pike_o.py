@@ -17,6 +17,9 @@ reproduces a run whatever order evaluations finish in); each makes ``batch`` pro
   ``elite_selection_ratio`` share, at most ``top_programs``) and ``inspirations`` members from
   other grid cells. With probability ``crossover_rate`` the proposal is a ``crossover`` of the
   parent and an archive member instead (with ``tune``: a knob crossover of the two).
+- **Fixes**: each failed candidate of generation g-1 gets a ``fix`` proposal in generation g on its
+  island (with the ``fix`` operator), up to ``max_fix_attempts`` fixes per line, as PIKE's
+  OpenEvolve fork fixes inside its worker; they come before the island batches.
 - **Migration** every ``migration_interval`` generations: the top ``migration_rate`` share of each
   island's natives (at most ``max_migrants``) copies to its neighbours on the ring (``migration``:
   ring, random or none); migrants never migrate again. **Reset** (``reset``: none or funsearch)
@@ -41,7 +44,7 @@ from evokernel.islands.model import RESEED, Member, ranked
 from evokernel.islands.reset import ResetPolicy
 from evokernel.plugins import resolve
 from evokernel.strategies.base import GenerationalStrategy
-from evokernel.strategies.common import initial_generation, mutation_operator
+from evokernel.strategies.common import carried_fixes, initial_generation, mutation_operator
 from evokernel.strategies.view import RunView
 from evokernel.types import IslandEvent, Operator, Proposal, Scored
 
@@ -112,6 +115,7 @@ class PikeO(GenerationalStrategy):
         reset_interval: int = 10,
         max_generations: int | None = None,
         operator: str = "auto",
+        max_fix_attempts: int = 2,
     ) -> None:
         unknown = [f for f in features if f not in FEATURES]
         if unknown:
@@ -129,6 +133,9 @@ class PikeO(GenerationalStrategy):
             raise ConfigError("pike_o.max_migrants must be >= 1 (or null for no cap)")
         if min(islands, batch, bins, archive_size, migration_interval, reset_interval) < 1:
             raise ConfigError("pike_o needs islands, batch, bins, archive_size and the intervals >= 1")
+        if max_fix_attempts < 0:
+            raise ConfigError("pike_o.max_fix_attempts must be >= 0")
+        self.max_fix_attempts = max_fix_attempts
         self.islands = islands
         self.batch = batch
         self.features = tuple(features)
@@ -192,7 +199,12 @@ class PikeO(GenerationalStrategy):
         if generation == 0:
             return len(self.plan(view, 0))
         islands = self.index(view, generation)
-        return self.batch * sum(1 for i in range(self.islands) if islands.best(i) is not None)
+        fixes = len(self._fixes(view, generation))
+        return fixes + self.batch * sum(1 for i in range(self.islands) if islands.best(i) is not None)
+
+    def _fixes(self, view: RunView, generation: int) -> list[Proposal]:
+        # Slots after every island's batch, so a fix never shares a branch with a mutation.
+        return carried_fixes(view, generation, self.max_fix_attempts, self.islands * self.batch)
 
     def grid(self, population: list[Member]) -> dict[tuple[int, ...], Member]:
         """MAP-Elites over a member list: feature cell -> its fastest member (the index keeps the
@@ -242,7 +254,7 @@ class PikeO(GenerationalStrategy):
         elites = islands.archive(self.archive_size)
         holding = islands.archive_holding()
         op = mutation_operator(view, self.operator)
-        out: list[Proposal] = []
+        out: list[Proposal] = self._fixes(view, generation)
         for island in range(self.islands):
             size = islands.members(island, enough)
             if not size:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evokernel.conformance import InstantMutator
 from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member
 from evokernel.strategies.pike_o import EXPLOITATION, EXPLORATION, RANDOM, PikeO
@@ -128,3 +129,38 @@ def test_funsearch_reset_runs_every_interval(tmp_path: Path) -> None:
     resets = [e for e in lib.island_events(run, "t0") if e.kind == "reset"]
     assert sorted({e.generation for e in resets}) == [3, 6]
     assert all(len([r for r in resets if r.generation == g]) == 2 for g in (3, 6))  # the weaker half of 4
+
+
+def test_failed_candidates_get_fixes_in_the_next_generation_up_to_max_fix_attempts(tmp_path: Path) -> None:
+    attempts = 2
+    params = {"islands": 2, "batch": 3, "max_generations": 6, "max_fix_attempts": attempts}
+    mutator = InstantMutator(incorrect_rate=0.5, fix_rate=0.3)
+    lib, run = instant_run(tmp_path, "pike_o", params, mutator=mutator, evaluations=500)
+    props = lib.proposals(run, "t0")
+    cands = by_proposal(lib, run, "t0")
+    by_id = {sc.candidate.id: sc for sc in cands.values()}
+    fixes = [p for p in props if p.operator == "fix"]
+    assert fixes, "half the children fail: some must be fixed"
+    last = max(p.generation for p in props)
+    for sc in cands.values():
+        depth, node = 0, sc
+        while node.candidate.operator == "fix":
+            depth += 1
+            node = by_id[node.candidate.parents[0]]
+        assert depth <= attempts
+        children = [p for p in fixes if p.parents == (sc.candidate.id,)]
+        failed = sc.evaluation is not None and sc.evaluation.status is not Status.CORRECT
+        due = failed and depth < attempts and sc.candidate.generation < last
+        assert len(children) == (1 if due else 0)
+        for child in children:  # the next generation, the same island, a slot after the batches
+            assert child.generation == sc.candidate.generation + 1 and child.island == sc.candidate.island
+            assert child.branch >= 2 * 3
+    assert lib.get_run(run).status == "finished"
+    off_lib, off_run = instant_run(
+        tmp_path / "off",
+        "pike_o",
+        {**params, "max_fix_attempts": 0},
+        mutator=InstantMutator(0.5),
+        evaluations=60,
+    )
+    assert not [p for p in off_lib.proposals(off_run, "t0") if p.operator == "fix"]
