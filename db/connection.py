@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from evokernel.db.migration_lock import migration_lock
 from evokernel.exceptions import LibraryError
 
 T = TypeVar("T")
@@ -69,16 +70,47 @@ def alembic_config(url: str) -> Any:
 
 
 def upgrade(url_or_path: str | Path, revision: str = "head") -> str:
-    """Apply the shipped alembic migrations up to ``revision``; returns the normalized URL."""
+    """Apply the shipped alembic migrations up to ``revision``; returns the normalized URL.
+
+    A library already at head is left alone without locking. Otherwise the upgrade runs under the
+    library's migration lock (:mod:`evokernel.db.migration_lock`) on the lock's own connection, and
+    the version is checked again once the lock is held: drivers that start together on a fresh
+    library wait for the first to build the schema, then find it built.
+    """
     from alembic import command
     from alembic.util.exc import CommandError
 
     url = normalize_url(url_or_path)
+    cfg = alembic_config(url)
+    engine = make_engine(url)
     try:
-        command.upgrade(alembic_config(url), revision)
-    except (CommandError, OperationalError) as exc:
+        with engine.connect() as conn:
+            if _at_revision(conn, cfg, revision):
+                return url
+        with migration_lock(engine) as conn:
+            if not _at_revision(conn, cfg, revision):
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+    except (CommandError, DBAPIError) as exc:
         raise LibraryError(f"cannot migrate the library at {redact(url)}: {exc}") from exc
+    finally:
+        engine.dispose()
     return url
+
+
+def _at_revision(conn: Connection, cfg: Any, revision: str) -> bool:
+    """Whether the database is at ``revision`` already ("head"/"heads" only; any other target is
+    alembic's to judge). Leaves ``conn`` outside a transaction, as alembic must receive it."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    if revision not in ("head", "heads"):
+        return False
+    try:
+        current = set(MigrationContext.configure(conn).get_current_heads())
+    finally:
+        conn.rollback()
+    return current == set(ScriptDirectory.from_config(cfg).get_heads())
 
 
 def redact(url: str) -> str:
