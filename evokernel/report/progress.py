@@ -4,23 +4,55 @@
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+import time
+from typing import Any, TextIO
 
+from evokernel.pool.health import health_line
 from evokernel.report.events import JsonEvents, QuietPrinter, prefixed
+from evokernel.run.job import HEALTH_EVERY_S
 from evokernel.run.progress import ProgressPrinter, Reporter
 
 
+class PoolLine:
+    """The pool line of a sweep's cells, which share one pool: every cell's engine reports the pool
+    every ``HEALTH_EVERY_S``, and a piped sweep printed the same line once per cell each time. One
+    print per interval, for the whole sweep and without a cell prefix, is what it says."""
+
+    def __init__(self, every_s: float = HEALTH_EVERY_S * 0.9) -> None:
+        # 0.9: the cells' timers drift apart; a full interval would skip every other one.
+        self.every_s = every_s
+        self._printed_at = float("-inf")
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._printed_at < self.every_s:
+            return False
+        self._printed_at = now
+        return True
+
+
 class CellPrinter(ProgressPrinter):
-    """A run's plain progress lines, each prefixed with its cell."""
+    """A run's plain progress lines, each prefixed with its cell; the pool line once per sweep
+    (``pool_line``, shared by the cells)."""
 
     resume_hint = False
 
-    def __init__(self, prefix: str, stream: TextIO | None = None) -> None:
+    def __init__(self, prefix: str, stream: TextIO | None = None, pool_line: PoolLine | None = None) -> None:
         super().__init__(stream)
         self.prefix = prefix
+        self.pool_line = pool_line or PoolLine()
 
     def say(self, message: str) -> None:
         super().say(prefixed(self.prefix, message))
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "pool_health":
+            if self.pool_line.due():
+                ProgressPrinter.say(
+                    self, f"[{time.monotonic() - self._t0:6.1f}s] {health_line(data['health'])}"
+                )
+            return
+        super().event(kind, data)
 
 
 class Progress:
@@ -30,6 +62,7 @@ class Progress:
         self.mode = mode
         self.stream = stream or sys.stdout
         self._board = None
+        self._pool_line = PoolLine()  # a sweep's cells share the pool, so its line too
         if mode == "live":
             from rich.console import Console
 
@@ -47,7 +80,7 @@ class Progress:
 
             return LiveRun(self._board, label)
         if label:
-            return CellPrinter(f"[cell {label}]", self.stream)
+            return CellPrinter(f"[cell {label}]", self.stream, self._pool_line)
         return ProgressPrinter(self.stream)
 
     def close(self) -> None:

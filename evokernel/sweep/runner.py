@@ -18,7 +18,7 @@ from evokernel.analysis import RunRow, get_sweep
 from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ConfigError, Terminated
-from evokernel.report.progress import CellPrinter
+from evokernel.report.progress import CellPrinter, PoolLine
 from evokernel.run.credentials import check_credentials
 from evokernel.run.engine import Engine, Evaluator
 from evokernel.run.progress import Reporter
@@ -97,7 +97,8 @@ async def run_sweep_async(
         runs.update(create_cells(lib, sweep_id, cells, set(have)))
         todo = sorted(i for i in runs if i not in have or have[i].status != "finished")
         first = cells[0].config if cells else None
-        factory = reporter_for or (lambda index, run_id: CellPrinter(f"[cell {index}]"))
+        pool_line = PoolLine()  # the cells share the pool: its line is printed once, not per cell
+        factory = reporter_for or (lambda index, run_id: CellPrinter(f"[cell {index}]", pool_line=pool_line))
         if announce:
             print_header(sweep_id, runs, todo, resume)
     finally:

@@ -120,3 +120,27 @@ def test_an_interrupted_cells_closing_lines_name_the_cell_and_leave_resuming_to_
         assert "--resume" not in cell.getvalue(), (mode, cell.getvalue())
         lines = [line for line in cell.getvalue().splitlines() if line]
         assert lines and all(line.startswith("[cell 3] ") for line in lines), (mode, lines)
+
+
+def test_the_live_pool_line_follows_the_pool(tmp_path: Path) -> None:
+    # The pool line was read from the engine's pool_health event, every 30 s: it stood at
+    # "1 done, 1/min" for a whole run while the board counted on.
+    text = ANSI.sub("", _on_pty([*DRIVER, str(tmp_path / "h.db"), "--health"]))
+    line = r"pool: 2 worker\(s\) on cpu x 1, \d/2 busy, 0 queued, (\d+) done"
+    done = [int(n) for n in re.findall(line, text)]
+    assert len(set(done)) >= 3, sorted(set(done))  # it changed while the display was drawn
+    assert max(done) >= 20  # and kept up with the 24 evaluations
+
+
+def test_a_piped_sweep_prints_the_pool_line_once_not_per_cell(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*DRIVER, str(tmp_path / "s.db"), "--sweep", "--health"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    pool_lines = [line for line in done.stdout.splitlines() if re.search(r"pool: \d+ worker", line)]
+    # Both cells' engines report the shared pool at their first evaluation: one line, no cell.
+    assert len(pool_lines) == 1 and not pool_lines[0].startswith("[cell"), pool_lines
