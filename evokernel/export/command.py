@@ -66,7 +66,7 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
     from evokernel.run.progress import format_table
 
     exported = export_kernels(library, args.id, args.out, task=args.task, top=args.top)
-    entries = verify_export(args.out, args.device) if args.verify else exported.entries
+    entries = verify_export(args.out, args.device, say=_say) if args.verify else exported.entries
     rows = []
     for e in entries:
         check = e.get("verified") or {}
@@ -78,6 +78,10 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
     header = ["task", "file", "recorded"] + (["verified", "now"] if args.verify else [])
     print(format_table(rows, header))
     print(f"manifest: {exported.manifest}")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def seed_import(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +58,34 @@ def verify_file(
     return picked
 
 
-def verify_export(out: str | Path, device: str = "auto") -> list[dict[str, Any]]:
-    """Verify every kernel of the manifest in ``out`` and write the manifest back."""
+def verify_export(
+    out: str | Path, device: str = "auto", say: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """Verify every kernel of the manifest in ``out`` and write the manifest back.
+
+    Each distinct kernel (task and ``candidate_hash``) is verified once: the same candidate is often
+    the best of several runs of a sweep, and a verify takes tens of seconds on a CPU. ``say`` gets
+    one line before and after each verification, so a long export says what it is waiting on."""
     out = Path(out)
+    say = say or (lambda _line: None)
     entries: list[dict[str, Any]] = json.loads((out / MANIFEST).read_text())
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    distinct = len({(e["reference"], e["candidate_hash"]) for e in entries})
     for entry in entries:
-        entry["verified"] = verify_file(out / entry["reference"], out / entry["file"], device)
+        key = (entry["reference"], entry["candidate_hash"])
+        if key in done:
+            entry["verified"] = {**done[key], "same_kernel_as": done[key]["file"]}
+            say(f"  {entry['file']}: the same kernel as {done[key]['file']}, not verified again")
+        else:
+            say(f"verifying {len(done) + 1}/{distinct}: {entry['file']} ...")
+            started = time.monotonic()
+            result = verify_file(out / entry["reference"], out / entry["file"], device)
+            entry["verified"] = result
+            done[key] = {**result, "file": entry["file"]}
+            now = result.get("speedup_eager")
+            figure = f", {now:.3g}x eager" if now else f": {result.get('reason') or ''}".rstrip(": ")
+            say(f"  {result.get('status')}{figure} ({time.monotonic() - started:.0f} s)")
+        entry["verified"].pop("file", None)
         recorded, now = entry["speedup_eager"], entry["verified"].get("speedup_eager")
         entry["verified"]["ratio_to_recorded"] = now / recorded if recorded and now else None
     (out / MANIFEST).write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")

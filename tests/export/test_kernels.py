@@ -95,3 +95,43 @@ def test_export_errors_name_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="--top must be at least 1"):
         export_kernels(lib, run_id, tmp_path / "out", top=0)
     assert main(["export", "--library", str(tmp_path / "l.db")]) == 2  # neither --out nor --dataset
+
+
+@pytest.mark.slow
+def test_export_verify_says_what_it_verifies_and_verifies_each_kernel_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evokernel.export.verify import verify_export
+
+    # A sweep's manifest: the same candidate is the best of two runs, a third run found another.
+    folder = tmp_path / "axpy"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "tasks" / "axpy.py", folder / "reference.py")
+    shutil.copy(FIXTURES / "tasks" / "axpy.seed.py", folder / "axpy.seed.py")
+    seed = (FIXTURES / "tasks" / "axpy.seed.py").read_text()
+    other = seed.replace("BLOCK=64", "BLOCK=128")
+    entries = []
+    for run, source in (("r1", seed), ("r2", seed), ("r3", other)):
+        (folder / f"{run}_rank1.py").write_text(source)
+        entries.append(
+            {
+                "task": "axpy",
+                "file": f"axpy/{run}_rank1.py",
+                "reference": "axpy/reference.py",
+                "candidate_hash": source_hash(source),
+                "speedup_eager": 0.5,
+            }
+        )
+    (tmp_path / "manifest.json").write_text(json.dumps(entries))
+
+    verified = verify_export(tmp_path, "cpu", say=print)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("verifying ")] == [
+        "verifying 1/2: axpy/r1_rank1.py ...",
+        "verifying 2/2: axpy/r3_rank1.py ...",
+    ]
+    assert "  axpy/r2_rank1.py: the same kernel as axpy/r1_rank1.py, not verified again" in lines
+    assert [e["verified"]["status"] for e in verified] == ["correct"] * 3
+    assert verified[1]["verified"]["same_kernel_as"] == "axpy/r1_rank1.py"
+    assert verified[1]["verified"]["speedup_eager"] == verified[0]["verified"]["speedup_eager"]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == verified
