@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from importlib import metadata
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch
 
 from evokernel.evaluation.clocks import clock_state
 from evokernel.evaluation.gpulock import GpuLock
-from evokernel.evaluation.loading import build_reference, load_module, make_inputs
+from evokernel.evaluation.loading import build_reference, load_source, make_inputs
 from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, time_callable
 
 TIMED = ("eager", "compile")
@@ -138,12 +137,12 @@ def all_cached(request: dict[str, Any], device: torch.device) -> bool:
 
 
 def measure_reference_baselines(
-    workdir: Path, device: torch.device, request: dict[str, Any], gpu: GpuLock
+    device: torch.device, request: dict[str, Any], gpu: GpuLock
 ) -> dict[str, Any]:
-    """:func:`measure_baselines` of the task the harness wrote to ``workdir/reference.py`` (at the
+    """:func:`measure_baselines` of the request's task, loaded from its source in memory (at the
     timing variant's sizes), holding the GPU exclusively: the pool's baselines job and a candidate's
     timing stage measure the same way."""
-    task = load_module(workdir / "reference.py", "evokernel_reference_timing", request["overrides"][0])
+    task = load_source(request["task"]["source"], "evokernel_reference_timing", request["overrides"][0])
     # All cached, the common case in a run: no GPU work, so no lock.
     hold = contextlib.nullcontext() if all_cached(request, device) else gpu.hold("baselines")
     with hold:

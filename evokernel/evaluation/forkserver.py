@@ -102,7 +102,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "evokernel.evaluation.forkserver", str(theirs.fileno())],
+            [sys.executable, "-P", "-m", "evokernel.evaluation.forkserver", str(theirs.fileno())],
             cwd=self.home,
             env=sandbox_env(device, self.home),
             stdin=subprocess.DEVNULL,

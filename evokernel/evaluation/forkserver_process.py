@@ -157,7 +157,7 @@ def _child(header: dict[str, Any], fds: list[int], sock: socket.socket, wake: tu
         os.chdir(header["cwd"])
         os.environ.clear()
         os.environ.update(header["env"])
-        tempfile.tempdir = None  # gettempdir() caches; the candidate's TMPDIR is its workdir
+        tempfile.tempdir = None  # gettempdir() caches; TMPDIR is now the supervisor's own directory
         from evokernel.evaluation import harness
 
         code = harness.main(["harness", header["request"], str(key_fd), str(result_fd)])

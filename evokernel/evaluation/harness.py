@@ -45,10 +45,10 @@ from typing import Any
 import torch
 import triton  # noqa: F401 - imported before the fork so the worker does not pay for it again
 
-from evokernel.evaluation import channel, guards, worker
+from evokernel.evaluation import channel, guards, privileges, worker
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
-from evokernel.evaluation.loading import build_reference, load_module, make_inputs
+from evokernel.evaluation.loading import build_reference, load_source, make_inputs
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
 from evokernel.types import Evaluation, Status
@@ -57,11 +57,18 @@ from evokernel.types import Evaluation, Status
 def main(argv: list[str]) -> int:
     request_path, key_fd, result_fd = Path(argv[1]), int(argv[2]), int(argv[3])
     request = json.loads(request_path.read_text())
-    workdir = request_path.parent
+    # The candidate's directory (workspace.py); the request lies outside it, and the task is loaded
+    # from the request held in memory, never from a file the worker could rewrite.
+    workdir = Path(request["workdir"])
     if request.get("mode") == "baselines":
-        return _baselines_only(request, workdir, key_fd, result_fd)
-    (workdir / "reference.py").write_text(request["task"]["source"])
+        return _baselines_only(request, key_fd, result_fd)
     (workdir / "candidate.py").write_text(request["candidate_source"])
+    # Before the fork, so the worker and everything it starts share this /dev/shm (privileges.py).
+    shm = (
+        privileges.private_shm()
+        if request.get("isolation", "required") != "off"
+        else "shared (isolation off)"
+    )
     hidden = guards.hide_from_children()
     parent_sock, child_sock = socket.socketpair()
     pid = os.fork()
@@ -105,25 +112,25 @@ def main(argv: list[str]) -> int:
     details = {
         **evaluation.details,
         "supervisor_hidden": hidden,
+        "shm": shm,
         "start_s": round(start_s, 4),
         "gpu_lock": supervisor.gpu.summary(),
     }
     return _send(replace(evaluation, details=details), request, start, key, result_fd)
 
 
-def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_fd: int) -> int:
+def _baselines_only(request: dict[str, Any], key_fd: int, result_fd: int) -> int:
     """Measure the task's eager and compile baselines (trusted code only: no worker is forked)."""
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
-    (workdir / "reference.py").write_text(request["task"]["source"])
     gpu = GpuLock.from_request(request)
     try:
         device = torch.device(request["device"])
-        baselines = measure_reference_baselines(workdir, device, request, gpu)
+        baselines = measure_reference_baselines(device, request, gpu)
         details: dict[str, Any] = {"timing": baselines}
         if profiling.wanted(request):
-            details["reference_profiling"] = _reference_profile(workdir, device, request, gpu, baselines)
+            details["reference_profiling"] = _reference_profile(device, request, gpu, baselines)
         evaluation = Evaluation(status=Status.CORRECT, stage="baselines", details=details)
     except Exception as exc:  # noqa: BLE001 - the reference itself failed: the pool logs it
         evaluation = Evaluation(
@@ -137,12 +144,12 @@ def _baselines_only(request: dict[str, Any], workdir: Path, key_fd: int, result_
 
 
 def _reference_profile(
-    workdir: Path, device: torch.device, request: dict[str, Any], gpu: GpuLock, baselines: dict[str, Any]
+    device: torch.device, request: dict[str, Any], gpu: GpuLock, baselines: dict[str, Any]
 ) -> dict[str, Any]:
     """The reference's profile at the timing variant's sizes (the figures beside its baselines)."""
 
     def model_inputs() -> tuple[Any, list[Any]]:
-        task = load_module(workdir / "reference.py", "evokernel_reference_profiled", request["overrides"][0])
+        task = load_source(request["task"]["source"], "evokernel_reference_profiled", request["overrides"][0])
         return build_reference(task, device), make_inputs(task, 0, device)
 
     eager = (baselines.get("eager") or {}).get("median_ms")

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation import landlock, seccomp
+from evokernel.evaluation import landlock, privileges, seccomp
 from evokernel.exceptions import EvaluationError
 
 MODES = ("required", "best-effort")
@@ -214,6 +214,13 @@ def confine(mode: str, workdir: Path, extra_read: list[str]) -> dict[str, Any]:
     start = time.perf_counter()
     record: dict[str, Any] = {"mode": mode}
     errors = []
+    try:
+        # A root candidate's capabilities would reach past both layers (/proc of every process,
+        # other users' files): privileges.py.
+        record["capabilities"] = privileges.drop_capabilities()
+    except OSError as exc:
+        errors.append(f"capabilities: {exc}")
+        record["capabilities"] = "held"
     abi = landlock.abi_version()
     try:
         record.update(landlock.restrict(abi, *allowed_paths(workdir, extra_read)))

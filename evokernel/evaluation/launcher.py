@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from evokernel.evaluation.workspace import directory_env
 from evokernel.exceptions import EvaluationError
 
 # Variables a candidate process may inherit. Everything else (OPENAI_API_KEY, AWS_*, HTTP_PROXY,
@@ -40,20 +41,15 @@ ENV_ALLOW = (
 
 
 def sandbox_env(device: str, workdir: Path, build_jobs: int | None = None) -> dict[str, str]:
-    """The allow-listed environment with every per-candidate path inside ``workdir``.
+    """The allow-listed environment with every cache and scratch path inside ``workdir`` (the
+    supervisor's own directory: the worker moves to the candidate's after its fork, workspace.py).
     ``build_jobs``: ``MAX_JOBS`` for a ``load_inline`` build (ninja's default is every core,
     which oversubscribes a node where several builds run at once)."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
-    env.update(
-        HOME=str(workdir),
-        # Triton reads ~ once, when it is imported (a fork-server imported it long before).
-        TRITON_HOME=str(workdir),
-        TMPDIR=str(workdir),
-        PYTHONUNBUFFERED="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
-        OMP_NUM_THREADS="1",
-    )
+    env.update(directory_env(workdir))
+    # PYTHONSAFEPATH (``-P``): the current directory never goes on sys.path, so a module planted
+    # in a directory a candidate wrote is never imported by a process started there.
+    env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", PYTHONSAFEPATH="1", OMP_NUM_THREADS="1")
     if build_jobs is not None:
         env["MAX_JOBS"] = str(max(1, build_jobs))
     if device == "cpu":
@@ -101,7 +97,7 @@ Launcher = Callable[[Launch], Child]
 def popen_launcher(launch: Launch) -> Child:
     """The cold path: a new interpreter per candidate, in a new session."""
     return subprocess.Popen(
-        [sys.executable, "-m", "evokernel.evaluation.harness", *launch.argv()],
+        [sys.executable, "-P", "-m", "evokernel.evaluation.harness", *launch.argv()],
         cwd=launch.workdir,
         env=launch.env,
         stdin=subprocess.DEVNULL,

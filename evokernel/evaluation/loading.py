@@ -14,6 +14,7 @@ microseconds. The values differ from CPU draws of the same seed, the same way on
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +33,22 @@ def load_module(path: Path, name: str, overrides: dict[str, Any] | None = None) 
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    module.__dict__.update(overrides or {})
+    return module
+
+
+def load_source(source: str, name: str, overrides: dict[str, Any] | None = None) -> ModuleType:
+    """A module made from ``source`` held in memory, never from a file. The trusted side loads the
+    task this way: a file in the evaluation's directory could have been rewritten by the candidate
+    between two reads (issue 33: a ``reference.py`` the supervisor imported ran the candidate's code
+    unconfined). The source is registered in ``linecache`` under a name no file has, so
+    ``inspect.getsource`` (Triton's ``@jit`` needs it) and tracebacks still see it."""
+    filename = f"<evokernel:{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    module = ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
     module.__dict__.update(overrides or {})
     return module
 

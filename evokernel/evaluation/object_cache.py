@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from evokernel.evaluation import sessions
+from evokernel.evaluation.workspace import read_tail
 
 # The load_inline arguments a call may send and their types; any other (include paths, build
 # directories, SYCL) is built by the worker itself, as before.
@@ -215,7 +216,14 @@ class ObjectCache:
 
     def _build(self, staging: Path, deadline: float) -> tuple[int, str]:
         """ninja in ``staging``, confined, in its own session; every member killed afterwards."""
-        command = [sys.executable, "-m", "evokernel.evaluation.object_build", self.isolation, str(staging)]
+        command = [
+            sys.executable,
+            "-P",
+            "-m",
+            "evokernel.evaluation.object_build",
+            self.isolation,
+            str(staging),
+        ]
         env = {**self.env, "HOME": str(staging), "TMPDIR": str(staging)}
         log = staging / "build.log"
         with log.open("wb") as out:
@@ -236,7 +244,8 @@ class ObjectCache:
                 sessions.kill_session(proc.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
-        return code, _tail(log)
+        # The log sits where the confined build could write: read as any untrusted file is.
+        return code, read_tail(log)
 
 
 def object_note(counts: dict[str, int]) -> str:
@@ -247,12 +256,6 @@ def object_note(counts: dict[str, int]) -> str:
         if counts.get(key)
     ]
     return f"extensions: {', '.join(parts)}" if parts else ""
-
-
-def _tail(path: Path, limit: int = 64 << 10) -> str:
-    with path.open("rb") as f:
-        f.seek(max(0, path.stat().st_size - limit))
-        return f.read().decode(errors="replace")
 
 
 def _copy_object(source: Path, target: Path) -> None:

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation import channel, sessions
+from evokernel.evaluation import channel, privileges, sessions
 from evokernel.evaluation.feedback import compiler_errors, tail
 from evokernel.evaluation.launcher import (
     ENV_ALLOW,
@@ -49,6 +49,7 @@ from evokernel.evaluation.launcher import (
 )
 from evokernel.evaluation.profiles import DEFAULT_PROFILE
 from evokernel.evaluation.static import check_source
+from evokernel.evaluation.workspace import Workspace, read_tail
 from evokernel.types import Evaluation, Status
 
 __all__ = [
@@ -65,7 +66,6 @@ __all__ = [
     "static_stage",
 ]
 
-OUTPUT_CAP_BYTES = 64 * 1024
 # The supervisor enforces ``timeout_s`` on the worker itself and reports which stage hung; this
 # grace covers its own work after that (baselines, torch.compile of the reference: ~60 s at most
 # on an H100 for the bundled level-3 tasks) before the whole group is killed from here.
@@ -93,6 +93,8 @@ def run_sandboxed(
     a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates.
     ``scratch``: where the candidate's working directory goes (an actor's root, so a killed actor's
     candidates are swept with it; default: the system's temp directory)."""
+    # Whoever starts candidates (an actor, `evokernel verify`) closes its own /proc files to them.
+    privileges.make_nondumpable()
     evaluation = _run_sandboxed(request, timeout_s, launcher, build_jobs, scratch)
     # Every verdict says which contract reached it (evaluation/profiles.py), crashes included.
     return dataclasses.replace(evaluation, profile=str(request.get("profile", DEFAULT_PROFILE)))
@@ -113,26 +115,26 @@ def _run_sandboxed(
     request = {**request, "timeout_s": timeout_s}
     limit_s = hard_limit_s(request, timeout_s)
     with tempfile.TemporaryDirectory(prefix="evk-cand-", dir=scratch) as tmp:
-        workdir = Path(tmp)
-        request_path = workdir / "request.json"
+        space = Workspace.create(Path(tmp))
         # launched_at (CLOCK_MONOTONIC, shared by every process of the machine): the supervisor
         # reports how long it took to start (details["start_s"]).
-        request_path.write_text(
-            json.dumps({**request, "workdir": str(workdir), "launched_at": time.monotonic()})
+        space.request_path.write_text(
+            json.dumps({**request, "workdir": str(space.work), "launched_at": time.monotonic()})
         )
-        request_path.chmod(0o400)
+        space.request_path.chmod(0o400)
         key = secrets.token_bytes(32)
         key_read, key_write = os.pipe()
         result_read, result_write = os.pipe()
         os.write(key_write, key)
         os.close(key_write)
-        stdout_path = workdir / "output.log"
-        output_fd = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        env = sandbox_env(request["device"], workdir, build_jobs)
+        output_fd = os.open(
+            space.output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
+        env = sandbox_env(request["device"], space.supervisor, build_jobs)
         try:
             try:
                 proc = (launcher or popen_launcher)(
-                    Launch(workdir, request_path, env, key_read, result_write, output_fd)
+                    Launch(space.supervisor, space.request_path, env, key_read, result_write, output_fd)
                 )
             finally:
                 for fd in (key_read, result_write, output_fd):
@@ -140,7 +142,7 @@ def _run_sandboxed(
             code, message, lost = _wait(proc, result_read, limit_s)
         finally:
             os.close(result_read)
-        output = _read_capped(stdout_path)
+        output = read_tail(space.output_path)
     if lost and _verified(message, key) is None:
         raise LauncherError(lost)
     return classify(code, message, key, output, start, static_s, timeout_s, limit_s)
@@ -286,20 +288,6 @@ def _kill_group(proc: Child) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired, LauncherError):
         if proc.poll() is None:
             proc.wait(timeout=10.0)  # a fork-server child is reaped by its server, which reports it
-    # SIGKILL is delivered asynchronously: wait (at most 2 s) until every member of the group is
+    # SIGKILL is delivered asynchronously: wait (at most 2 s) until every member of the session is
     # gone, so a caller never sees the candidate's leftovers still running.
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.01)
-
-
-def _read_capped(path: Path) -> str:
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        if size > OUTPUT_CAP_BYTES:
-            f.seek(size - OUTPUT_CAP_BYTES)
-        return f.read().decode(errors="replace")
+    sessions.wait_gone(proc.pid)

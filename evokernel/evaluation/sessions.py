@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 
 
-def session_members(sid: int) -> list[int]:
-    """Pids whose session id is ``sid`` (excluding this process)."""
+def session_members(sid: int, zombies: bool = True) -> list[int]:
+    """Pids whose session id is ``sid`` (excluding this process; zombies, which run nothing and
+    wait only to be reaped, unless ``zombies``)."""
     members = []
     me = os.getpid()
     for name in os.listdir("/proc"):
@@ -28,21 +30,41 @@ def session_members(sid: int) -> list[int]:
             continue  # gone while we looked
         # Fields after the command name (which may hold spaces and parentheses): state ppid pgrp session.
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 3 and int(fields[3]) == sid:
+        if len(fields) > 3 and int(fields[3]) == sid and (zombies or fields[0] != b"Z"):
             members.append(int(name))
     return members
 
 
-def kill_session(sid: int, rounds: int = 5) -> int:
-    """SIGKILL every member of session ``sid``; repeated because a member may fork while the sweep
-    runs. Returns how many were signalled."""
-    killed = 0
-    for _ in range(rounds):
-        members = session_members(sid)
-        if not members:
+def kill_session(sid: int, limit_s: float = 2.0) -> int:
+    """SIGKILL every member of session ``sid``. Members are stopped first, sweep after sweep, until
+    a sweep finds none it has not stopped: a stopped process cannot fork, so a tree that forks and
+    re-parents as fast as it can (a chain of children whose parents exit) is caught whole instead of
+    outrunning a fixed number of kill sweeps (issue 33: one survived five). Returns how many were
+    signalled; ``limit_s`` bounds the stopping."""
+    stopped: set[int] = set()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        fresh = [pid for pid in session_members(sid) if pid not in stopped]
+        if not fresh:
             break
-        for pid in members:
+        for pid in fresh:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+    killed = 0
+    for pid in set(session_members(sid)) | stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
     return killed
+
+
+def wait_gone(sid: int, limit_s: float = 2.0) -> bool:
+    """Wait until no process of session ``sid`` is left (SIGKILL is delivered asynchronously);
+    whether none was left within ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while session_members(sid, zombies=False):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

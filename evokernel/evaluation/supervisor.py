@@ -30,7 +30,7 @@ from evokernel.evaluation.cpu_usage import supervisor_seconds
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
-from evokernel.evaluation.loading import build_reference, clone, flatten, load_module, make_inputs
+from evokernel.evaluation.loading import build_reference, clone, flatten, load_source, make_inputs
 from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
@@ -38,6 +38,11 @@ from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
 
 __all__ = ["StageFailure", "Supervisor"]
+
+# The timed calls' inputs alternate between these seeds' values (refilled in place before every
+# call); the check call after them gets a seed no trial or timed call used.
+TIMING_SEEDS = (0, 1)
+TIMING_CHECK_SEED = 7_000_003
 
 
 class Supervisor:
@@ -80,6 +85,7 @@ class Supervisor:
         self.isolation: dict[str, Any] = {}
         # The task's minimum bytes and FLOPs (profiling/verdict.py), for the speed of light.
         self.work: dict[str, Any] | None = None
+        self.timed_reference: tuple[Any, Any] | None = None
 
     @property
     def deadline(self) -> float:
@@ -210,8 +216,8 @@ class Supervisor:
         # Both CUDA contexts are made here, before any GPU lock is taken: the worker's in its build
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
         header, _ = self.ask({"op": "build"}, self._init_device)
-        self.check_facts({**header, "launches": 1, "failed_launches": 0}, "import")
         self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
+        self.check_facts({**header, "launches": 1, "failed_launches": 0}, "import")
         self.entry_class = str(header.get("entry_class", "ModelNew"))
         self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
         note = inline_build_note(header.get("inline_builds"))
@@ -224,11 +230,13 @@ class Supervisor:
         if self.request.get("unseen") is not None:
             variants.append((len(variants), self.request["unseen"], True))
         for index, overrides, unseen in variants:
-            task = load_module(self.workdir / "reference.py", f"evokernel_reference_{index}", overrides)
+            task = load_source(self.request["task"]["source"], f"evokernel_reference_{index}", overrides)
             try:
                 with self.gpu.hold("reference"):
                     reference = build_reference(task, self.device)
                     inputs = make_inputs(task, 0, self.device)
+                    if index == 0:  # the timing stage's check call compares against it
+                        self.timed_reference = (task, reference)
                     if index == 0 and self.device.type == "cuda" and profiling.wanted(self.request):
                         self.work = profiling.task_work(reference, inputs)
             except Exception as exc:
@@ -353,14 +361,42 @@ class Supervisor:
                 raise self.reject("pytorch-recompute", f"{where}: {why}")
         return result.max_abs_error or 0.0
 
+    def _check_timed_result(self, header: dict[str, Any], blob: bytearray) -> None:
+        """The call after the timed ones ran on values none of them saw, in the same buffers: its
+        output must match the reference's on those values (worker.time says why)."""
+        assert self.timed_reference is not None
+        task, reference = self.timed_reference
+        try:
+            got = channel.decode_tensors(list(header["check_outputs"]), blob, self.device)
+        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise self.reject("protocol", f"undecodable outputs of the timing check: {exc}") from exc
+        with self.gpu.hold("reference"), torch.no_grad():
+            expected = flatten(reference(*make_inputs(task, TIMING_CHECK_SEED, self.device)))
+        result = compare(got, expected, self.tolerance, [m.get("device") for m in header["check_outputs"]])
+        if not result.ok:
+            raise self.reject(
+                "timed-result",
+                "after the timed calls, the same input buffers refilled with new values gave a wrong "
+                f"result ({result.message}): the timed calls returned something other than a "
+                "computation on their inputs (a result cached by the inputs' identity?)",
+            )
+
     def _timing(self, worst: float) -> Evaluation:
         self.enter("timing")
         if len(self.request["overrides"]) > 1 or self.request.get("unseen") is not None:
             self.ask({"op": "variant", "index": 0, "overrides": self.request["overrides"][0]})
-        header, _ = self.ask({"op": "time", "seed": 0, "settings": self.request["timing"]})
+        command = {
+            "op": "time",
+            "rotation": list(TIMING_SEEDS),
+            "check_seed": TIMING_CHECK_SEED,
+            "settings": self.request["timing"],
+        }
+        header, blob = self.ask(command)
         if int(header.get("launches", 0)) < int(header.get("calls", 0)) and not self.request["allow_torch"]:
             raise self.reject("own-kernel", "some timed calls launched no kernel (a cached result?)")
         self.check_facts({**header, "launches": 1}, "timing")
+        self.check_facts(header["check"], "timing, the call after the timed ones")
+        self._check_timed_result(header, blob)
         new = header["timing"]
         why = integrity.side_stream_work(new)
         if why:
@@ -368,7 +404,7 @@ class Supervisor:
         profile = profiling.wanted(self.request)
         if not profile:  # else the profiling stage profiles the warm worker after the baselines
             self.stop_worker()
-        baselines = measure_reference_baselines(self.workdir, self.device, self.request, self.gpu)
+        baselines = measure_reference_baselines(self.device, self.request, self.gpu)
         self.passed()
         details = {**self.details(), "outputs_via": self.outputs_via()}
         if profile:

@@ -88,13 +88,21 @@ BATCH = 10
 TimingSettings = TimingConfig
 
 
-def time_callable(fn: Callable[[], Any], device: torch.device, settings: TimingSettings) -> TimingResult:
+def time_callable(
+    fn: Callable[[], Any],
+    device: torch.device,
+    settings: TimingSettings,
+    prepare: Callable[[], Any] | None = None,
+) -> TimingResult:
+    """``prepare`` runs before every timed call, outside its timed window (before the L2 flush on a
+    GPU): a candidate's timing refills its input buffers with other values there, so a result
+    cached by the inputs' identity is stale and shows (worker.py)."""
     start = time.perf_counter()
     if device.type != "cuda":
-        result = _time_cpu(fn, settings)
+        result = _time_cpu(fn, settings, prepare)
     else:
         flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-        result = _time_cuda(fn, device, settings, flush)
+        result = _time_cuda(fn, device, settings, flush, prepare)
         del flush
         walls = wall_medians(fn, device)
         fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
@@ -148,7 +156,9 @@ def _time_graph(
     return (per_call, 2 * calls) if per_call > 0 else None
 
 
-def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
+def _time_cpu(
+    fn: Callable[[], Any], settings: TimingSettings, prepare: Callable[[], Any] | None = None
+) -> TimingResult:
     start = time.perf_counter()
     fn()
     while (time.perf_counter() - start) * 1e3 < settings.warmup_ms:
@@ -156,6 +166,8 @@ def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
     samples: list[float] = []
     budget_start = time.perf_counter()
     while len(samples) < settings.max_reps:
+        if prepare is not None:
+            prepare()
         t0 = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - t0) * 1e3)
@@ -170,11 +182,18 @@ def _time_cpu(fn: Callable[[], Any], settings: TimingSettings) -> TimingResult:
 Pairs = list[tuple[torch.cuda.Event, torch.cuda.Event]]
 
 
-def enqueue_batch(fn: Callable[[], Any], flush: torch.Tensor | None, n: int = BATCH) -> Pairs:
-    """Queue ``n`` event-bracketed calls, each after an L2 flush when ``flush`` is given; events are
-    read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps."""
+def enqueue_batch(
+    fn: Callable[[], Any],
+    flush: torch.Tensor | None,
+    n: int = BATCH,
+    prepare: Callable[[], Any] | None = None,
+) -> Pairs:
+    """Queue ``n`` event-bracketed calls, each after ``prepare`` and an L2 flush when given; events
+    are read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps."""
     pairs = []
     for _ in range(n):
+        if prepare is not None:
+            prepare()
         if flush is not None:
             flush.zero_()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -195,6 +214,7 @@ def _settle(
     device: torch.device,
     settings: TimingSettings,
     flush: torch.Tensor | None,
+    prepare: Callable[[], Any] | None = None,
 ) -> tuple[float, bool]:
     """Discarded windows of timed calls until the clock is steady: (milliseconds spent, settled)."""
     start = time.perf_counter()
@@ -204,7 +224,7 @@ def _settle(
         window_start = time.perf_counter()
         samples: list[float] = []
         while not samples or (time.perf_counter() - window_start) * 1e3 < SETTLE_WINDOW_MS:
-            samples += collect_batch(enqueue_batch(fn, flush), device)
+            samples += collect_batch(enqueue_batch(fn, flush, prepare=prepare), device)
         windows.append(_interquartile_mean(samples))
         elapsed = (time.perf_counter() - start) * 1e3
         recent = windows[-SETTLE_WINDOWS:]
@@ -221,12 +241,13 @@ def _time_cuda(
     device: torch.device,
     settings: TimingSettings,
     flush: torch.Tensor | None,
+    prepare: Callable[[], Any] | None = None,
 ) -> TimingResult:
     idle = clock_state(device)
     torch.cuda.synchronize(device)
     fn()  # first call: JIT compilation and autotuning stay out of the settle windows
     torch.cuda.synchronize(device)
-    warmup_ms, settled = _settle(fn, device, settings, flush)
+    warmup_ms, settled = _settle(fn, device, settings, flush, prepare)
     samples: list[float] = []
     sm_mhz: list[int] = []
     at_start: dict[str, Any] = {}
@@ -234,7 +255,7 @@ def _time_cuda(
     budget_start = time.perf_counter()
     batches = 0
     while len(samples) < settings.max_reps:
-        pairs = enqueue_batch(fn, flush)
+        pairs = enqueue_batch(fn, flush, prepare=prepare)
         batches += 1
         # Read while the batch runs (after the synchronize the GPU is idle and says so); the full
         # state on batches 1, 2, 4, 8, ... keeps NVML queries to a handful per timing.

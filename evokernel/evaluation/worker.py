@@ -18,6 +18,7 @@ import functools
 import os
 import socket
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -37,10 +38,12 @@ from evokernel.evaluation.loading import (
     flatten,
     is_compile_error,
     load_module,
+    load_source,
     make_inputs,
 )
 from evokernel.evaluation.profiling import timeline
 from evokernel.evaluation.timing import TimingSettings, time_callable
+from evokernel.evaluation.workspace import directory_env
 
 # Poison blocks left in the caching allocator before each candidate call: enough to cover the
 # outputs of every bundled task at full size (128 MiB) and to fill the small-block pool.
@@ -65,6 +68,11 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         for fd in close_fds:
             os.close(fd)
         guards.die_with_parent()
+        # From here on the candidate's directory: its cwd, HOME, TMPDIR and caches (workspace.py);
+        # the supervisor's own stay where it keeps them.
+        os.chdir(workdir)
+        os.environ.update(directory_env(workdir))
+        tempfile.tempdir = None  # gettempdir() caches its first answer
         if request["device"] == "cuda" and request.get("isolation", "required") != "off":
             # The driver's start-up (device files, the persistence daemon's socket, /proc and
             # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on
@@ -108,6 +116,7 @@ class _Worker:
         self, sock: socket.socket, request: dict[str, Any], workdir: Path, confined: dict[str, Any]
     ) -> None:
         self.sock, self.workdir, self.confined = sock, workdir, confined
+        self.request_source = str(request["task"]["source"])
         self.device = torch.device(request["device"])
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -155,10 +164,16 @@ class _Worker:
             channel.send(self.sock, header, blob)
 
     def build(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        # Threads and processes the import leaves running predate every call's own count.
+        threads, children = integrity.python_threads(), integrity.child_processes()
         try:
             self.candidate_module = load_module(self.workdir / "candidate.py", "evokernel_candidate")
         except Exception as exc:
             raise CandidateFailure("compile_error", *failure_text(exc, "import failed: ")) from exc
+        started = {
+            "new_threads": len(integrity.python_threads() - threads),
+            "new_processes": len(integrity.child_processes() - children),
+        }
         self.entry = candidate_class(self.candidate_module)
         if self.entry is None:
             raise CandidateFailure(
@@ -172,6 +187,7 @@ class _Worker:
         return {
             "ok": True,
             "changed_harness": changed,
+            **started,
             "inline_builds": dict(inline_builds.counts),
             "entry_class": self.entry.__name__,
             "failed_builds": list(integrity.failed_builds),
@@ -179,8 +195,9 @@ class _Worker:
         }, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        self.task = load_module(
-            self.workdir / "reference.py", f"evokernel_reference_{command['index']}", command["overrides"]
+        # The task from the request in memory, as the supervisor loads it (workspace.py).
+        self.task = load_source(
+            self.request_source, f"evokernel_reference_{command['index']}", command["overrides"]
         )
         reference = build_reference(self.task, self.device)
         try:
@@ -282,30 +299,47 @@ class _Worker:
         return {"ok": True, "outputs": meta}, blob
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """Time the model on buffers whose values change before every timed call (refilled from
+        the ``rotation`` seeds' inputs, outside the timed window), then call it once more on the
+        ``check_seed``'s values in the same buffers and send that output for the supervisor to
+        compare. A result cached by the inputs' identity (object, pointer, shape) would have been
+        timed as nearly free and comes out stale there (issue 33); a version-keyed cache
+        recomputes every call, since each refill bumps the tensors' version counters."""
         assert self.task is not None
-        inputs = make_inputs(self.task, int(command["seed"]), self.device)
+        sets = [make_inputs(self.task, int(seed), self.device) for seed in command["rotation"]]
+        buffers = clone(sets[0])
         before = integrity.launches()
-        calls = [0]
+        threads, children = integrity.python_threads(), integrity.child_processes()
+        calls, turn = [0], [0]
+
+        def refill() -> None:
+            turn[0] += 1
+            _copy_values(buffers, sets[turn[0] % len(sets)])
 
         def run() -> Any:
             calls[0] += 1
-            return self.model(*inputs)
+            return self.model(*buffers)
 
         with torch.no_grad():
             try:
-                result = time_callable(run, self.device, TimingSettings(**command["settings"]))
+                result = time_callable(run, self.device, TimingSettings(**command["settings"]), refill)
             except Exception as exc:
                 raise CandidateFailure(
                     "runtime_error", f"{type(exc).__name__} while timing", trim_traceback(exc)
                 ) from exc
-        return {
-            "ok": True,
+        facts = {
             "timing": result.to_dict(),
             "calls": calls[0],
             "launches": integrity.launches() - before,
-            "new_threads": 0,
+            "new_threads": len(integrity.python_threads() - threads),
+            "new_processes": len(integrity.child_processes() - children),
             "changed_harness": integrity.changed_harness(self.snapshot),
-        }, b""
+        }
+        _copy_values(buffers, make_inputs(self.task, int(command["check_seed"]), self.device))
+        self._poison()
+        out, check_facts = self._call(buffers)
+        meta, blob = channel.encode_tensors(flatten(out))
+        return {"ok": True, **facts, "check": check_facts, "check_outputs": meta}, blob
 
     def profile(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One call on the timing inputs under torch.profiler (profiling/timeline.py), after timing.
@@ -318,3 +352,9 @@ class _Worker:
         except Exception as exc:  # noqa: BLE001 - a profile is advice; the verdict is already made
             found = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return {"ok": True, "timeline": found}, b""
+
+
+def _copy_values(buffers: list[Any], values: list[Any]) -> None:
+    for buffer, value in zip(buffers, values, strict=True):
+        if isinstance(buffer, torch.Tensor):
+            buffer.copy_(value)

@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from evokernel.evaluation import isolation
+from evokernel.evaluation import isolation, privileges
 from evokernel.evaluation.baselines import software_versions
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.object_cache import default_root as object_cache_root
@@ -61,6 +61,8 @@ class EvaluatorActor:
         isolation_mode: str = "required",
         object_cache: bool = False,
     ) -> None:
+        # A same-user candidate may not read this process's /proc files (privileges.py).
+        privileges.make_nondumpable()
         # On this node, before anything starts: `required` where the kernel cannot isolate fails here.
         self.isolation = isolation.check(isolation_mode)
         self.device = device

@@ -38,6 +38,7 @@ import ray
 from ray.exceptions import RayActorError, WorkerCrashedError
 
 from evokernel.config.schema import EvaluationConfig, RayConfig
+from evokernel.evaluation import privileges
 from evokernel.evaluation.baselines import compile_enabled
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
@@ -66,6 +67,9 @@ class EvaluatorPool:
     def __init__(
         self, config: EvaluationConfig, ray_config: RayConfig, baselines: BaselineStore | None = None
     ) -> None:
+        # The driver holds the LLM keys: a same-user candidate on this node may not read its
+        # /proc files (evaluation/privileges.py); Ray's processes start without them (environment.py).
+        privileges.make_nondumpable()
         init_ray(ray_config)
         self.config = config
         resources = ray.cluster_resources()

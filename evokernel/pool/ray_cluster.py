@@ -12,6 +12,7 @@ from typing import Any
 import ray
 
 from evokernel.config.schema import RayConfig
+from evokernel.pool.environment import without_secrets
 
 
 def init_ray(config: RayConfig) -> None:
@@ -27,7 +28,10 @@ def init_ray(config: RayConfig) -> None:
     }
     if config.address:
         ray.init(address=config.address, **kwargs)
-    else:
+        return
+    # The local cluster's processes start with the driver's environment less its secrets
+    # (environment.py): a candidate that reads an actor's /proc/<pid>/environ finds no key there.
+    with without_secrets():
         # Ray >= 2.59 turns token authentication on for a local cluster and logs a warning about
         # it on every start. We keep it on (without a token any local process, a candidate
         # included, could submit work to the cluster's loopback endpoints) and drop only that
@@ -40,7 +44,7 @@ def init_ray(config: RayConfig) -> None:
             ray.init(num_cpus=config.num_cpus, **kwargs)
         finally:
             notice.setLevel(level)
-        _keep_token_private(Path.home() / ".ray" / "auth_token")
+    _keep_token_private(Path.home() / ".ray" / "auth_token")
 
 
 def _keep_token_private(token: Path) -> None:

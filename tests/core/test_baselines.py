@@ -38,18 +38,17 @@ def test_cached_baselines_need_no_gpu_lock_stale_ones_wait_for_it(axpy_task: Tas
     assert axpy_task.seed_source is not None
     entry = {"median_ms": 1.5, "iqr_ms": 0.0, "cv": 0.0, "reps": 0}
     cached: dict[str, Any] = {"key": key_for(CPU), "eager": entry, "compile": None, "eager_graph": None}
-    (tmp_path / "reference.py").write_text(axpy_task.source)
     locks = tmp_path / "locks"
     locks.mkdir()
     fd = held_gate(locks)
     try:
         request = request_with(axpy_task, cached)
-        out = measure_reference_baselines(tmp_path, CPU, request, GpuLock(locks, max_wait_s=0.2))
+        out = measure_reference_baselines(CPU, request, GpuLock(locks, max_wait_s=0.2))
         assert out["eager"]["median_ms"] == 1.5 and out["eager"]["cached"] is True
 
         stale = {**cached, "key": {**cached["key"], "versions": "torch 0.0"}}
         request = request_with(axpy_task, stale)
         with pytest.raises(LockWaitExceeded):  # figures to measure: it waits for the timing to end
-            measure_reference_baselines(tmp_path, CPU, request, GpuLock(locks, max_wait_s=0.2))
+            measure_reference_baselines(CPU, request, GpuLock(locks, max_wait_s=0.2))
     finally:
         os.close(fd)

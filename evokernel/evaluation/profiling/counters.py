@@ -163,7 +163,15 @@ def run_counters(
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="evk-ncu-") as tmp:
         log = Path(tmp) / "ncu.csv"
-        target = [sys.executable, "-m", "evokernel.evaluation.profiling.target", str(request_path), mode]
+        # -P: the cwd is the candidate's directory, which must never be on the target's sys.path.
+        target = [
+            sys.executable,
+            "-P",
+            "-m",
+            "evokernel.evaluation.profiling.target",
+            str(request_path),
+            mode,
+        ]
         proc = subprocess.Popen(
             command(ncu, log, kernels, target),
             cwd=workdir,

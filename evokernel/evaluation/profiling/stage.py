@@ -117,8 +117,8 @@ def _counters(
     if path is None:
         return {"status": "unavailable: Nsight Compute (ncu) not found", "kernels": []}
     workdir = Path(request.get("workdir") or Path.cwd())
-    # The sources again from the request, not whatever the worker left in its directory.
-    (workdir / "reference.py").write_text(request["task"]["source"])
+    # The candidate's source again from the request, not whatever the worker left in its
+    # directory; the target loads the task from the request itself (workspace.py).
     if mode == "candidate":
         (workdir / "candidate.py").write_text(request["candidate_source"])
     with tempfile.TemporaryDirectory(prefix="evk-prof-") as tmp:
@@ -137,6 +137,7 @@ def _reference_timeline(request: dict[str, Any]) -> tuple[dict[str, Any] | None,
         request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
         cmd = [
             sys.executable,
+            "-P",  # the target's cwd is the candidate's directory: never on sys.path
             "-m",
             "evokernel.evaluation.profiling.target",
             str(request_path),

@@ -3,12 +3,13 @@ inputs as the timed call (the timing variant's sizes, seed 0), between ``cudaPro
 ``cudaProfilerStop``.
 
 ``python -m evokernel.evaluation.profiling.target REQUEST.json candidate|reference [TIMELINE.json]``,
-run by the supervisor under ``ncu`` in the evaluation's working directory (``reference.py`` and
-``candidate.py`` are there); with ``TIMELINE.json`` (the reference's profile in the baselines
-job), no ``ncu``: the call's timeline (:mod:`.timeline`) is written there instead, the call
-holding the GPU lock's shared side. For a candidate it confines itself first, as the worker does
-(:mod:`evokernel.evaluation.worker`): the CUDA context (and with it Nsight Compute's injection)
-is made before, candidate code runs only after.
+run by the supervisor under ``ncu`` in the candidate's working directory (``candidate.py`` is
+there; the task comes from the request, never from a file the candidate could have rewritten);
+with ``TIMELINE.json`` (the reference's profile in the baselines job), no ``ncu``: the call's
+timeline (:mod:`.timeline`) is written there instead, the call holding the GPU lock's shared
+side. For a candidate it confines itself first, as the worker does
+(:mod:`evokernel.evaluation.worker`): the CUDA context (and with it Nsight Compute's
+injection) is made before, candidate code runs only after.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from evokernel.evaluation.loading import (
     candidate_class,
     copy_reference_weights,
     load_module,
+    load_source,
     make_inputs,
 )
 from evokernel.evaluation.profiling import timeline
 
 
 def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
-    task = load_module(workdir / "reference.py", "evokernel_reference_profiled", request["overrides"][0])
+    task = load_source(request["task"]["source"], "evokernel_reference_profiled", request["overrides"][0])
     reference = build_reference(task, device)
     if mode == "reference":
         return reference, task
