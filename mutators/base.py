@@ -44,6 +44,11 @@ class MutationRequest:
     history: tuple[Scored, ...] = ()
     # The task's reference profile (evaluation/profiling/), shown to the ideas call; None: none taken.
     reference_profile: dict[str, Any] | None = None
+    # Proposal id -> the idea it carried, for the proposals of ``history``'s candidates (what an
+    # attempt tried, and which ideas were tried with what outcome).
+    ideas_of: Mapping[int, str] = field(default_factory=dict)
+    # The evaluation nodes' software ("torch 2.9.0 / triton 3.5.0 / ..."), for the system prompt.
+    software: str = ""
 
 
 @dataclass(frozen=True)

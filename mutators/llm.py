@@ -25,7 +25,14 @@ from evokernel.exceptions import ConfigError, MutationError
 from evokernel.mutators.base import IdeasResult, MutationRequest, MutationResult, Mutator, no_params
 from evokernel.mutators.client import MAX_RECORD_CHARS, Attempt, ModelClient, Sampling
 from evokernel.mutators.ideas import parse_ideas
-from evokernel.mutators.prompting import LANGUAGES, clip, load_template, render_ideas_prompt, render_prompt
+from evokernel.mutators.prompting import (
+    LANGUAGES,
+    PromptSettings,
+    clip,
+    load_template,
+    render_ideas_prompt,
+    render_prompt,
+)
 from evokernel.mutators.repair import judge, repair_message
 from evokernel.mutators.selection import ModelSelector, proposal_gain
 from evokernel.types import Evaluation, LLMCall, Operator, source_hash
@@ -72,6 +79,8 @@ class LLMMutator(Mutator):
     name: ClassVar[str] = "llm"
     operators: ClassVar[tuple[str, ...]] = (Operator.SEED, Operator.MUTATE, Operator.FIX, Operator.CROSSOVER)
     can_brainstorm: ClassVar[bool] = True
+    # Earlier generations' candidates feed the prompts' "previous attempts" and "ideas tried".
+    wants_history: ClassVar[bool] = True
 
     def __init__(self, config: LLMConfig, *, backoff_base_s: float = 0.5, backoff_cap_s: float = 8.0) -> None:
         models = resolve_models(config)
@@ -95,6 +104,7 @@ class LLMMutator(Mutator):
                 "a free local server, per model under llm.models) or set llm.allow_unpriced=true"
             )
         self.model: str = models[0].model
+        self.settings = PromptSettings(config.previous_attempts, config.history_chars, config.diversify)
         self.sampling = Sampling(config.temperature, config.max_tokens, config.timeout_s, config.stream)
         # Retry i waits base * 2^i, capped: 0.5, 1, 2, 4 s for the default max_retries=3.
         self.backoff_base_s = backoff_base_s
@@ -119,7 +129,7 @@ class LLMMutator(Mutator):
         if op not in self.operators:
             return MutationResult(source=None, error=f"llm mutator does not serve operator {op!r}")
         try:
-            system, user = render_prompt(request)
+            system, user = render_prompt(request, self.settings)
         except MutationError as e:
             return MutationResult(source=None, error=str(e))
         client = self._choose(request.rng_seed, learn=True)
@@ -150,7 +160,7 @@ class LLMMutator(Mutator):
         is an IdeasResult with no ideas and an ``error``; fewer than ``count`` ideas is not an error.
         """
         try:
-            system, user = render_ideas_prompt(request, count)
+            system, user = render_ideas_prompt(request, count, self.settings)
         except MutationError as e:
             return IdeasResult(ideas=(), error=str(e))
         client = self._choose(request.rng_seed, learn=False)

@@ -7,15 +7,29 @@ researcher edits prose without touching code. Nothing here talks to a model.
 
 from __future__ import annotations
 
-import functools
-from importlib import resources
-from string import Template
+import ast
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from evokernel.evaluation.profiling.summary import profile_lines
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
-from evokernel.types import Evaluation, Operator, Scored
+from evokernel.mutators.limits import estimate, limits_line, on_cpu, peaks_line
+from evokernel.mutators.memory import direction, previous_attempts, tried_ideas
+from evokernel.mutators.outcomes import speedup_text, spread
+from evokernel.mutators.templates import clip, load_template
+from evokernel.types import Evaluation, Operator, Scored, Task
+
+__all__ = [
+    "LANGUAGES",
+    "PromptSettings",
+    "clip",
+    "format_feedback",
+    "load_template",
+    "render_ideas_prompt",
+    "render_prompt",
+]
 
 # Feedback of a crashed candidate can be a long traceback; the head and tail carry the signal.
 MAX_FEEDBACK_CHARS = 4000
@@ -29,36 +43,29 @@ LANGUAGES: dict[str, str] = {
 _NEEDS_PARENT = (Operator.MUTATE, Operator.FIX, Operator.CROSSOVER)
 
 
-@functools.cache
-def load_template(name: str) -> Template:
-    """``mutators/prompts/<name>.md`` as a :class:`string.Template` (``$var``, ``$$`` for ``$``)."""
-    path = resources.files("evokernel.mutators") / "prompts" / f"{name}.md"
-    return Template(path.read_text(encoding="utf-8"))
+@dataclass(frozen=True)
+class PromptSettings:
+    """How much memory a prompt carries (``llm.previous_attempts``, ``history_chars``, ``diversify``)."""
 
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters by dropping its middle, with a marker saying how much."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
-    half = (limit - len(marker)) // 2
-    return text[:half] + marker + text[-half:]
+    previous_attempts: int = 6
+    history_chars: int = 2400
+    diversify: bool = True
 
 
 def format_feedback(scored: Scored) -> str:
-    """How a parent did, in the words the next prompt shows the model."""
+    """How a parent did, in the words the next prompt shows the model; each figure once."""
     ev: Evaluation | None = scored.evaluation
     if ev is None:
         return "Not evaluated yet."
-    lines = [f"Status: {ev.status.value}" + (f" ({ev.reason})" if ev.reason else "")]
+    lines = [f"Status: {ev.status.value}" + (f" ({ev.reason})" if ev.reason and not ev.ok else "")]
     if ev.runtime_ms is not None:
-        timing = f"Runtime: {ev.runtime_ms:.4g} ms"
+        timing = f"Runtime: {ev.runtime_ms:.4g} ms{spread(ev)}"
         if ev.eager_ms is not None:
             timing += f"; PyTorch eager {ev.eager_ms:.4g} ms"
         if ev.speedup_eager is not None:
-            timing += f"; speedup {ev.speedup_eager:.3g}x vs eager"
+            timing += f"; speedup {speedup_text(ev.speedup_eager)} vs eager"
         if ev.speedup_compile is not None:
-            timing += f", {ev.speedup_compile:.3g}x vs torch.compile"
+            timing += f", {speedup_text(ev.speedup_compile)} vs torch.compile"
         lines.append(timing)
     if ev.max_abs_error is not None:
         lines.append(f"Max abs error vs reference: {ev.max_abs_error:.3g}")
@@ -67,9 +74,27 @@ def format_feedback(scored: Scored) -> str:
     profile = format_profile(ev.details.get("profiling"), "profile")
     if profile:
         lines.append(profile)
-    if ev.feedback:
-        lines.append("Details:\n" + clip(ev.feedback.strip(), MAX_FEEDBACK_CHARS))
+    details = ev.feedback.strip() if not ev.ok else _beyond_figures(ev.feedback)
+    if details:
+        lines.append("Details:\n" + clip(details, MAX_FEEDBACK_CHARS))
     return "\n".join(lines)
+
+
+# A correct verdict's feedback (evaluation/feedback.py's timing_feedback) restates the runtime,
+# speedups and error in "; "-separated parts that start like these; the rest is new to the model.
+_RESTATED = ("correct", "eager ", "torch.compile ", "max abs error", "Triton interpreter")
+
+
+_RUNTIME = re.compile(r"^[\d.e+-]+ ms \(IQR")
+
+
+def _beyond_figures(feedback: str) -> str:
+    parts = [p.strip() for p in feedback.split(";") if p.strip()]
+    restated = [p for p in parts if p.startswith(_RESTATED) or _RUNTIME.match(p)]
+    kept = [p for p in parts if p not in restated]
+    if any("launch-bound" in p for p in restated):
+        kept.append("timed per call in CUDA graphs: launch-bound")
+    return "; ".join(kept)
 
 
 def format_profile(profile: dict[str, Any] | None, template: str) -> str:
@@ -82,7 +107,30 @@ def format_profile(profile: dict[str, Any] | None, template: str) -> str:
     return load_template(template).substitute(values, lines="\n".join(lines)).rstrip()
 
 
-def _values(request: MutationRequest) -> dict[str, str]:
+def reference_for_prompt(task: Task) -> str:
+    """The reference source without its ``EVOKERNEL`` metadata dict (evokernel's, not the model's)."""
+    source = task.source.strip()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    lines = source.split("\n")
+    for node in reversed(tree.body):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "EVOKERNEL" for t in targets) and node.end_lineno:
+            del lines[node.lineno - 1 : node.end_lineno]
+    return "\n".join(lines).strip()
+
+
+def _numerics(request: MutationRequest, dtypes: tuple[str, ...]) -> str:
+    tolerance = request.task.tolerance
+    shown = [d for d in dtypes if d in tolerance] or sorted(tolerance)
+    rules = ", ".join(f"{d} atol {tolerance[d][0]:g} / rtol {tolerance[d][1]:g}" for d in shown)
+    inputs = f"Input dtypes: {', '.join(dtypes)}. " if dtypes else ""
+    return f"{inputs}Outputs must match the reference within {rules} (allclose), on several input shapes."
+
+
+def _values(request: MutationRequest, settings: PromptSettings) -> dict[str, str]:
     if request.language not in LANGUAGES:
         raise MutationError(f"unknown language {request.language!r}; known: {', '.join(LANGUAGES)}")
     task = request.task
@@ -98,13 +146,24 @@ def _values(request: MutationRequest) -> dict[str, str]:
         for p in request.parents[1:]
     )
     idea, seed = request.proposal.idea, task.seed_source
+    hardware = request.hardware.strip() or "unknown"
+    limits = estimate(task, small=on_cpu(hardware))
+    dtypes = limits.dtypes if limits is not None else ()
+    first = request.parents[0].evaluation if request.parents else None
+    runtime = first.runtime_ms if first is not None and first.ok else None
+    peaks = peaks_line(hardware, dtypes)
+    heading = request.proposal.operator != Operator.SEED
+    steer = direction(request) if settings.diversify else ""
     return {
         "language": LANGUAGES[request.language],
         "language_guidance": load_template(f"language_{request.language}").template.strip(),
-        "hardware": request.hardware.strip() or "unknown",
+        "hardware": hardware,
+        "peaks": f"Device peaks (datasheet): {peaks}.\n" if peaks else "",
+        "software": request.software.strip() or "unknown",
+        "numerics": _numerics(request, dtypes),
         "task_name": task.name,
         "task_description": task.description.strip(),
-        "reference_source": task.source.strip(),
+        "reference_source": reference_for_prompt(task),
         "parent_source": request.parents[0].candidate.source.strip() if request.parents else "",
         "parent_feedback": format_feedback(request.parents[0]) if request.parents else "",
         "parents": parents,
@@ -113,6 +172,10 @@ def _values(request: MutationRequest) -> dict[str, str]:
         if context
         else "",
         "idea": f"\n## Idea to try\n{idea.strip()}\n" if idea else "",
+        "direction": f"\n## Direction for this attempt\n{steer}\n" if steer else "",
+        "limits": limits_line(limits, hardware, runtime if heading else None),
+        "history": previous_attempts(request, settings.previous_attempts, settings.history_chars),
+        "tried": tried_ideas(request),
         "reference_profile": format_profile(request.reference_profile, "reference_profile"),
         "starting_point": f"\n## Starting point (correct, maybe slow)\n```python\n{seed.strip()}\n```\n"
         if seed
@@ -120,16 +183,18 @@ def _values(request: MutationRequest) -> dict[str, str]:
     }
 
 
-def render_prompt(request: MutationRequest) -> tuple[str, str]:
+def render_prompt(request: MutationRequest, settings: PromptSettings | None = None) -> tuple[str, str]:
     """(system, user) messages for ``request``; raises MutationError if the request cannot work."""
     op = request.proposal.operator
     if op in _NEEDS_PARENT and not request.parents:
         raise MutationError(f"operator {op!r} needs at least one parent")
-    values = _values(request)
+    values = _values(request, settings or PromptSettings())
     return load_template("system").substitute(values), load_template(op).substitute(values)
 
 
-def render_ideas_prompt(request: MutationRequest, count: int) -> tuple[str, str]:
+def render_ideas_prompt(
+    request: MutationRequest, count: int, settings: PromptSettings | None = None
+) -> tuple[str, str]:
     """(system, user) messages asking for ``count`` distinct optimization ideas.
 
     The request's parents (e.g. the best candidates so far) are shown as the current state; with
@@ -137,7 +202,7 @@ def render_ideas_prompt(request: MutationRequest, count: int) -> tuple[str, str]
     """
     if count < 1:
         raise MutationError(f"ideas needs count >= 1, not {count}")
-    values = _values(request)
+    values = _values(request, settings or PromptSettings())
     values["count"] = str(count)
     if request.parents:
         values["current"] = "\n" + values["parents"] + "\n"

@@ -1,7 +1,8 @@
 """PIKE-B: branching search in phases (one island).
 
 Phase 0 (generation 0) is the task's seed file, or with an LLM and no seed ``branches`` LLM-written
-seeds. Every later phase p (generation p):
+seeds, each from its own idea of one ``ideas`` call (when ``ideas`` is on) as PIKE seeds phase 0.
+Every later phase p (generation p):
 
 1. **Elites**: the best correct candidate of each branch of phase p-1 -- that phase *only*, not
    all history -- ranked, and the top ``top_k`` kept. If phase p-1 made nothing correct, phase p
@@ -24,6 +25,8 @@ same evaluations always lead to the same proposals, whatever order they finish i
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from evokernel.exceptions import ConfigError
 from evokernel.islands.model import Member
@@ -114,7 +117,20 @@ class PikeB(Strategy):
     def _roots(self, view: RunView, phase: int, ideas: Proposal | None) -> list[Proposal]:
         """The phase's first proposals in branch order, or the ideas proposal they wait for."""
         if phase == 0:
-            return initial_generation(view, self.branches)
+            seeds = initial_generation(view, self.branches)
+            if (
+                not seeds
+                or seeds[0].operator != Operator.SEED
+                or not self.ideas
+                or IDEAS not in view.operators
+            ):
+                return seeds
+            if ideas is None:  # LLM seeds start from ideas too, one per branch (as PIKE's phase 0)
+                return [Proposal(task=view.task.name, operator=IDEAS, generation=0, count=self.branches)]
+            texts = ideas.ideas
+            return [
+                dataclasses.replace(p, idea=texts[p.branch] if p.branch < len(texts) else None) for p in seeds
+            ]
         elites = self.elites(view, phase)
         if not elites:
             return []

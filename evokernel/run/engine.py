@@ -143,7 +143,9 @@ class Engine:
         """Run every task to its budget; returns task name -> why it stopped."""
         self._main = asyncio.current_task()
         self._restore_budget()
-        self.jobs.hardware = (await self.pool.hardware()).describe()
+        hardware = await self.pool.hardware()
+        self.jobs.hardware = hardware.describe()
+        self.jobs.software = str(getattr(hardware, "versions", "") or "")
         progresses = [self._progress(task) for task in self.tasks]
         loop = asyncio.get_running_loop()
         handled = self.handle_sigint and threading.current_thread() is threading.main_thread()

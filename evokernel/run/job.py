@@ -22,6 +22,7 @@ from evokernel.run.evaluator import Evaluator
 from evokernel.run.request_inputs import (
     avoided_sources,
     earlier_generations,
+    earlier_ideas,
     parent_candidates,
     proposal_rng_seed,
 )
@@ -82,6 +83,7 @@ class ProposalJobs:
         # Set whenever an LLM job settles its spending: a task waiting for budget looks again.
         self.released = asyncio.Event()
         self.hardware = ""  # the pool's device, described for prompts; set once the run starts
+        self.software = ""  # the pool's torch / triton versions, for prompts; set with hardware
         self._health_at = 0.0
 
     @property
@@ -175,6 +177,10 @@ class ProposalJobs:
             history=earlier_generations(self.library, self.run_id, progress, proposal)
             if mutator.wants_history
             else (),
+            ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal)
+            if mutator.wants_history
+            else {},
+            software=self.software,
         )
         if self.uses_llm(proposal.operator):
             async with self._llm_limit:
@@ -201,6 +207,10 @@ class ProposalJobs:
             language=self.config.mutators.llm.language,
             # The reference's profile, taken with its baselines (pool/baseline_cache.py).
             reference_profile=lib.task_profile(progress.task.source_hash),
+            # Earlier attempts and the ideas they carried: the brainstorm lists ideas tried.
+            history=earlier_generations(self.library, self.run_id, progress, proposal),
+            ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal),
+            software=self.software,
         )
         async with self._llm_limit:
             result = await mutator.ideas(request, proposal.count)

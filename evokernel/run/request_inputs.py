@@ -64,3 +64,16 @@ def parent_candidates(
 ) -> tuple[Scored, ...]:
     cache = progress.evaluated_cache
     return tuple(cache[pid] if pid in cache else library.get_candidate(pid) for pid in proposal.parents)
+
+
+def earlier_ideas(
+    library: SolutionLibrary, run_id: str, progress: TaskProgress, proposal: Proposal
+) -> dict[int, str]:
+    """Proposal id -> idea, for the proposals of generations before the proposal's that carried one
+    (what :func:`earlier_generations`' candidates tried); one read per generation."""
+    gen = proposal.generation
+    if progress.ideas_cache is None or progress.ideas_cache[0] != gen:
+        found = library.proposals(run_id, progress.task.name)
+        ideas = {p.id: p.idea for p in found if p.generation < gen and p.idea and p.id is not None}
+        progress.ideas_cache = (gen, ideas)
+    return progress.ideas_cache[1]

@@ -32,6 +32,8 @@ class TaskProgress:
     avoid_cache: tuple[int, frozenset[str]] | None = None
     # (generation, evaluated candidates of earlier generations): MutationRequest.history.
     history_cache: tuple[int, tuple[Scored, ...]] | None = None
+    # (generation, proposal id -> idea for earlier generations): MutationRequest.ideas_of.
+    ideas_cache: tuple[int, dict[int, str]] | None = None
     by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
 
     def add_hash(self, digest: str, generation: int, seq: int) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from evokernel.conformance import InstantMutator
+from evokernel.conformance import InstantMutator, instant_config, instant_task, run_instant
+from evokernel.db import SolutionLibrary
 from evokernel.types import Status
 from tests.strategies.helpers import by_proposal, generation, instant_run
 
@@ -67,3 +69,25 @@ def test_without_ideas_or_fix_the_tune_quickstart_shape_remains(tmp_path: Path) 
     cands = lib.candidates(run, "t0")
     assert [sc.candidate.generation for sc in cands] == [0] + [1] * 4 + [2] * 4 + [3] * 4
     assert {sc.candidate.operator for sc in cands[1:]} == {"tune"}
+
+
+def test_llm_seeds_of_phase_0_start_from_ideas_one_per_branch(tmp_path: Path) -> None:
+    task = dataclasses.replace(instant_task("t0"), seed_source=None)  # no seed file: LLM seeds
+    config = instant_config(
+        "pike_b", {"branches": 3, "max_phases": 1}, tmp_path / "lib.db", [task], evaluations=20
+    )
+    run = run_instant(config, [task], mutator=InstantMutator(incorrect_rate=0.0))
+    props = SolutionLibrary(tmp_path / "lib.db").proposals(run, "t0")
+    ideas = generation(props, 0, "ideas")
+    assert len(ideas) == 1 and ideas[0].count == 3 and ideas[0].parents == () and ideas[0].state == "done"
+    seeds = generation(props, 0, "seed")
+    assert [p.branch for p in seeds] == [0, 1, 2]
+    assert [p.idea for p in seeds] == list(ideas[0].ideas)
+    assert props.index(ideas[0]) < props.index(seeds[0])  # the seeds wait for the ideas
+    # With ideas off, phase 0 is plain seeds, as before.
+    config = instant_config(
+        "pike_b", {"branches": 3, "max_phases": 0, "ideas": False}, tmp_path / "off.db", [task], evaluations=3
+    )
+    run = run_instant(config, [task], mutator=InstantMutator(incorrect_rate=0.0))
+    plain = SolutionLibrary(tmp_path / "off.db").proposals(run, "t0")
+    assert [p.operator for p in plain] == ["seed"] * 3 and all(p.idea is None for p in plain)
