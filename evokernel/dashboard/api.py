@@ -58,6 +58,22 @@ def runs(lib: SolutionLibrary) -> dict[str, Any]:
     }
 
 
+def sweep(lib: SolutionLibrary, sweep_id: str) -> dict[str, Any]:
+    """A sweep's page: its cells (each a run) and the cells grouped by point, mean and spread over
+    seeds (:func:`evokernel.analysis.sweep_table`, the table the HTML report prints)."""
+    table = analysis.sweep_table(lib, sweep_id)
+    row = table.sweep
+    cells = [{k: v for k, v in jsonable(c).items() if k != "config"} for c in row.cells]
+    return {
+        "sweep": {"id": row.id, "name": row.name, "axes": list(row.axes), "status": row.status,
+                  "started": row.started},
+        "cells": cells,
+        "columns": list(table.columns),
+        "tasks": [t.task for t in next(iter(table.overviews.values())).tasks] if table.overviews else [],
+        "groups": [jsonable(g) for g in table.groups],
+    }  # fmt: skip
+
+
 def run(lib: SolutionLibrary, run_id: str) -> dict[str, Any]:
     overview = analysis.run_overview(lib, run_id)
     return {

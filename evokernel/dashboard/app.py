@@ -132,9 +132,11 @@ def create_app(lib: SolutionLibrary, poll_s: float = 1.0) -> Starlette:
         Route("/runs/{run_id}", page("run.html", run_id=path("run_id"))),
         Route("/runs/{run_id}/tree", page("tree.html", run_id=path("run_id"), task=query("task"))),
         Route("/runs/{run_id}/failures", page("failures.html", run_id=path("run_id"))),
+        Route("/sweeps/{sweep_id}", page("sweep.html", sweep_id=path("sweep_id"))),
         Route("/candidates/{cid:int}", page("candidate.html", cid=path("cid"))),
         Route("/api/runs", answer(None, lambda r: api.runs(lib))),
         Route("/api/runs/{run_id}", answer("run_id", lambda r: api.run(lib, r.path_params["run_id"]))),
+        Route("/api/sweeps/{sweep_id}", answer(None, lambda r: api.sweep(lib, r.path_params["sweep_id"]))),
         Route(
             "/api/runs/{run_id}/best",
             answer(

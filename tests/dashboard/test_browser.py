@@ -129,4 +129,6 @@ def test_runs_page_lists_sweeps_with_their_cells_totals(
     row.wait_for()
     text = row.inner_text()
     assert "demo-sweep" in text and "2 / 10" in text and f"2.40{X}" in text
-    assert row.get_by_role("link").count() == 2  # its cells, each a link to its run page
+    # its id, a link to the sweep's page, then its cells, each a link to its run page
+    links = row.get_by_role("link")
+    assert links.count() == 3 and links.first.get_attribute("href") == "/sweeps/sw-demo"

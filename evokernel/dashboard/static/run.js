@@ -56,17 +56,22 @@
   function renderPool(p) {
     document.getElementById("pool-window").textContent = p.evaluations
       ? `from the run's ${p.evaluations} newest evaluations, ${time(p.window_start)} to ${time(p.window_end)}` : "no evaluations yet";
-    const share = (x) => (x === null ? "– (no GPU lock: CPU run)" : `${(x * 100).toFixed(1)} %`);
+    const share = (x) => (x === null ? "–" : `${(x * 100).toFixed(1)} %`);
+    const devices = Object.keys(p.devices);
+    const cpuOnly = devices.length > 0 && devices.every((d) => d.startsWith("cpu"));
     const stages = Object.entries(p.stage_mean_s).map(([k, v]) => `${k} ${v === null ? "–" : `${num(v, 3)} s`}`).join(" · ");
     const rows = [
       ["throughput", p.per_min === null ? "–" : `${num(p.per_min, 1)} evaluations / min`],
       ["mean evaluation", p.mean_duration_s === null ? "–" : `${num(p.mean_duration_s, 3)} s`],
       ["mean per stage", stages],
-      ["GPU lock held / waited", `${share(p.gpu_lock_held_share)} / ${share(p.gpu_lock_wait_share)}`],
+      // The lock serialises timings on every device; on a CPU run there is no GPU to name.
+      p.gpu_lock_held_share === null && p.gpu_lock_wait_share === null ? null
+        : [cpuOnly ? "timing lock held / waited (CPU)" : "GPU lock held / waited",
+          `${share(p.gpu_lock_held_share)} / ${share(p.gpu_lock_wait_share)}`],
       ["devices", Object.entries(p.devices).map(([d, n]) => `${d} (${n})`).join(", ") || "–"],
       ["waiting", `${p.pending_candidates} candidates to evaluate, ${p.open_proposals} proposals being written`],
     ];
-    document.querySelector("#pool tbody").replaceChildren(...rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))));
+    document.querySelector("#pool tbody").replaceChildren(...rows.filter(Boolean).map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))));
   }
 
   function renderBest(data) {

@@ -2,6 +2,7 @@
 (() => {
   const { el, fill, speedup, usd, time, badge } = evo;
   const runLink = (id) => el("a", { href: `/runs/${id}`, class: "mono", text: id });
+  const sweepLink = (id, text) => el("a", { href: `/sweeps/${encodeURIComponent(id)}`, class: "mono", text: text || id });
 
   function progress(done, budget) {
     const share = budget ? Math.min(done / budget, 1) : 0;
@@ -14,7 +15,7 @@
     const data = await evo.getJSON("/api/runs");
     if (!evo.changed("runs", data)) return;
     fill(document.querySelector("#runs tbody"), data.runs.map((r) => [
-      runLink(r.id), r.name, r.sweep_id ? `${r.sweep_id} #${r.cell}` : "–", badge(r.status), time(r.started),
+      runLink(r.id), r.name, r.sweep_id ? sweepLink(r.sweep_id, `${r.sweep_id} #${r.cell}`) : "–", badge(r.status), time(r.started),
       time(r.finished), r.tasks, progress(r.evaluations, r.budget), speedup(r.best_speedup), usd(r.usd),
     ]));
     document.getElementById("no-runs").hidden = data.runs.length > 0;
@@ -26,7 +27,7 @@
       const sum = (key) => cells.reduce((total, r) => total + (r[key] || 0), 0);
       const bests = cells.map((r) => r.best_speedup).filter((b) => b !== null);
       return [
-        el("span", { class: "mono", text: s.id }), s.name, badge(s.status), s.axes.join(", ") || "–", time(s.started),
+        sweepLink(s.id), s.name, badge(s.status), s.axes.join(", ") || "–", time(s.started),
         progress(sum("evaluations"), sum("budget")), speedup(bests.length ? Math.max(...bests) : null), usd(sum("usd")),
         el("span", {}, s.cells.map((id) => [runLink(id), " "])),
       ];
