@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from evokernel.conformance import InstantEvaluator
@@ -62,7 +63,7 @@ def test_a_cpu_runs_fast_p_spans_its_speedups_on_a_log_axis(tmp_path: Path) -> N
     # Before: a fixed 0-2 linear axis, on which 1e-4 speedups were a flat line at 0.
     assert ax.get_xscale() == "log" and low <= 1.6e-4 / 1.5 and 7.6e-4 * 1.5 <= high < 0.1
     (line,) = ax.get_lines()
-    shares = set(line.get_ydata())
+    shares = {float(y) for y in np.asarray(line.get_ydata(), dtype=float)}
     assert shares == {1.0, 0.5, 0.0}  # both tasks, then rmsnorm alone, then none: every step seen
     for panel in figures["convergence"].axes[:2]:
         assert panel.get_yscale() == "log"
