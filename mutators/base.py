@@ -49,6 +49,9 @@ class MutationRequest:
     ideas_of: Mapping[int, str] = field(default_factory=dict)
     # The evaluation nodes' software ("torch 2.9.0 / triton 3.5.0 / ..."), for the system prompt.
     software: str = ""
+    # Runtime (ms) of the nearest correct candidate up the first parent's line (a fix's parent is
+    # not correct; its own parent may be): what a proposal's gain is measured against.
+    ancestor_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,14 @@ class Mutator(ABC):
     ) -> None:
         """Told how the candidate of ``request`` did (None: no candidate); e.g. a bandit over models
         learns from it. Called by the engine once per finished proposal; default: ignore."""
+
+    def model_state(self) -> dict[str, dict[str, float]]:
+        """What the mutator learned per model (pulls, observed, gain, cost_usd), which the engine
+        records in the library after each :meth:`observe`; {} (the default): nothing to record."""
+        return {}
+
+    def restore_model_state(self, state: Mapping[str, Mapping[str, float]]) -> None:  # noqa: B027
+        """Start from ``state`` as :meth:`model_state` returned it (a resumed run); default: ignore."""
 
     async def ideas(self, request: MutationRequest, count: int) -> IdeasResult:
         """Up to ``count`` distinct optimization ideas for ``request.task`` (only called when

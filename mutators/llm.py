@@ -182,8 +182,14 @@ class LLMMutator(Mutator):
         """Teach the model bandit how the proposal's candidate did (its model is in the last call)."""
         if not result.llm_calls:
             return
-        gain = proposal_gain(request.parents, evaluation)
+        gain = proposal_gain(request.parents, evaluation, request.ancestor_ms)
         self.selector.observe(result.llm_calls[-1].model, gain, sum(c.cost_usd for c in result.llm_calls))
+
+    def model_state(self) -> dict[str, dict[str, float]]:
+        return self.selector.state()
+
+    def restore_model_state(self, state: Mapping[str, Mapping[str, float]]) -> None:
+        self.selector.restore(state)
 
     def _mark_unusable(
         self, calls: tuple[LLMCall, ...], attempt: Attempt, outcome: str, error: str

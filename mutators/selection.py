@@ -9,20 +9,21 @@
 
 where *rate* is the model's summed gain over its summed cost (USD), the *pooled rate* is the same
 over all models (it puts the exploration bonus in the rates' own units), the *gain* of one proposal
-is the log-speedup of its candidate over its fastest correct parent (over PyTorch eager for a
-parentless seed), clipped at 0, plus CORRECT_CREDIT when the candidate is correct at all, and its
-*cost* is what its LLM calls cost. Models never observed go first (fewest pulls first), so each is
-tried before any is preferred; while no model has gained anything, choices go round robin. Pulls
-count at choice time and gains when :meth:`ModelSelector.observe` is told the outcome, so
-proposals in flight already spread the next choices. The state lives in memory: a resumed run
-starts learning afresh.
+is the log-speedup of its candidate over its fastest correct parent (a fix's parent failed: over
+its last correct ancestor; over PyTorch eager for a parentless seed), clipped at 0, plus
+CORRECT_CREDIT when the candidate is correct at all, and its *cost* is what its LLM calls cost.
+Models never observed go first (fewest pulls first), so each is tried before any is preferred;
+while no model has gained anything, choices go round robin. Pulls count at choice time and gains
+when :meth:`ModelSelector.observe` is told the outcome, so proposals in flight already spread the
+next choices. The engine records the state in the library (``model_stats``) after every
+observation, and a resumed run starts from it.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evokernel.exceptions import ConfigError
@@ -42,8 +43,11 @@ EXPLORATION = 1.0
 COST_FLOOR_USD = 1e-5
 
 
-def proposal_gain(parents: Sequence[Scored], evaluation: Evaluation | None) -> float:
-    """How much a proposal improved on its parents (see the module docstring)."""
+def proposal_gain(
+    parents: Sequence[Scored], evaluation: Evaluation | None, ancestor_ms: float | None = None
+) -> float:
+    """How much a proposal improved on its parents (see the module docstring); ``ancestor_ms``: the
+    runtime of the last correct ancestor, for a proposal whose parents are not correct (a fix)."""
     if evaluation is None or evaluation.status is not Status.CORRECT:
         return 0.0
     baselines = [
@@ -53,6 +57,8 @@ def proposal_gain(parents: Sequence[Scored], evaluation: Evaluation | None) -> f
         and p.evaluation.status is Status.CORRECT
         and p.evaluation.runtime_ms is not None
     ]
+    if not baselines and ancestor_ms:
+        baselines = [ancestor_ms]
     baseline = min(baselines) if baselines else evaluation.eager_ms
     speedup = 0.0
     if baseline and evaluation.runtime_ms:
@@ -139,6 +145,26 @@ class ModelSelector:
         stats.observed += 1
         stats.gain += gain
         stats.cost_usd += cost_usd
+
+    def state(self) -> dict[str, dict[str, float]]:
+        """Per model: pulls, observed, summed gain and cost (what the library keeps)."""
+        return {
+            m: {"pulls": s.pulls, "observed": s.observed, "gain": s.gain, "cost_usd": s.cost_usd}
+            for m, s in self.stats.items()
+        }
+
+    def restore(self, state: Mapping[str, Mapping[str, float]]) -> None:
+        """Continue from :meth:`state` of an earlier process; models not configured now are ignored.
+        Pulls in flight when that process stopped were never observed: they count as observed-less
+        pulls, as they were."""
+        for model, values in state.items():
+            if model in self.stats:
+                self.stats[model] = ModelStats(
+                    int(values.get("pulls", 0)),
+                    int(values.get("observed", 0)),
+                    float(values.get("gain", 0.0)),
+                    float(values.get("cost_usd", 0.0)),
+                )
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Per model: pulls, observed, mean gain, mean cost (for logs and reports)."""

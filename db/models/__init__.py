@@ -10,6 +10,7 @@ killed run can be resumed from the library alone:
           ├─ proposals ── candidates ─┬─ candidate_parents (lineage, ordered)
           │                           └─ evaluations
           ├─ llm_calls
+          ├─ model_stats (the LLM model selector's state per model)
           └─ run_events
     baselines, task_profiles (per task hash x device x software versions; shared across runs)
 """
@@ -33,7 +34,7 @@ from evokernel.db.models.islands import (
     IslandRow,
 )
 from evokernel.db.models.measurements import BaselineRow, TaskProfileRow
-from evokernel.db.models.runs import RunEventRow, RunRow, RunTaskRow, TaskRow
+from evokernel.db.models.runs import ModelStatsRow, RunEventRow, RunRow, RunTaskRow, TaskRow
 
 __all__ = [
     "Base",
@@ -48,6 +49,7 @@ __all__ = [
     "IslandPoolRow",
     "IslandRow",
     "LLMCallRow",
+    "ModelStatsRow",
     "ProposalRow",
     "RunEventRow",
     "RunRow",

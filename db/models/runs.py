@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     String,
@@ -66,3 +67,21 @@ class RunEventRow(Base):
 # ---- the island index (0003): derived from candidates and island_events, never the truth ----------
 # Rows carry the generation they arrived at, so a strategy reads any island "as generation g starts"
 # with bounded, indexed queries however large the library grows (see evokernel.db.index).
+
+
+class ModelStatsRow(Base):
+    """What the LLM model selector learned per model of a run (0007): proposals it chose the model
+    for, those observed, summed gain (log-speedup over the last correct ancestor plus a credit for a
+    correct candidate) and summed cost. One row per (run, model), rewritten as the run learns, so a
+    resumed run's bandit starts where the killed one stopped and reports can show it."""
+
+    __tablename__ = "model_stats"
+    __table_args__ = (UniqueConstraint("run_id", "model", name="uq_model_stats_run_model"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(String(200))
+    pulls: Mapped[int] = mapped_column(Integer, default=0)
+    observed: Mapped[int] = mapped_column(Integer, default=0)
+    gain: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

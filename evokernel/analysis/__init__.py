@@ -19,6 +19,7 @@ from evokernel.analysis.convergence import AXES, ConvergencePoint, best_so_far
 from evokernel.analysis.failures import FailureCount, failure_counts
 from evokernel.analysis.island_summary import IslandSummaries, IslandSummary, island_summary
 from evokernel.analysis.lineage import CandidateDetail, Node, ancestry, candidate_detail, lineage
+from evokernel.analysis.models import ModelLearning, learning_lines, model_learning
 from evokernel.analysis.overview import RunOverview, TaskOverview, fast_p, geomean, run_overview
 from evokernel.analysis.runs import RunRow, SweepRow, get_sweep, list_runs, list_sweeps, resolve_target
 from evokernel.analysis.sweeps import Stat, SweepGroup, SweepTable, sweep_table
@@ -42,6 +43,7 @@ __all__ = [
     "IslandMove",
     "IslandSummaries",
     "IslandSummary",
+    "ModelLearning",
     "ModelUsage",
     "Node",
     "RunOverview",
@@ -61,10 +63,12 @@ __all__ = [
     "get_sweep",
     "island_history",
     "island_summary",
+    "learning_lines",
     "lineage",
     "list_runs",
     "list_sweeps",
     "llm_usage",
+    "model_learning",
     "resolve_target",
     "run_overview",
     "sweep_table",

@@ -8,6 +8,7 @@ from evokernel import analysis
 from evokernel.analysis import (
     ConvergencePoint,
     FailureCount,
+    ModelLearning,
     ModelUsage,
     Node,
     RunOverview,
@@ -33,6 +34,8 @@ class RunReport:
     overview: RunOverview
     tasks: tuple[TaskReport, ...]
     library: str
+    # The LLM model selector's state per model (empty without an LLM).
+    models: tuple[ModelLearning, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def collect_run(lib: SolutionLibrary, run_id: str, library: str = "") -> RunRepo
                 curves={x: analysis.best_so_far(lib, run_id, t.task, x=x) for x in analysis.AXES},
             )
         )
-    return RunReport(overview, tuple(tasks), library)
+    return RunReport(overview, tuple(tasks), library, tuple(analysis.model_learning(lib, run_id)))
 
 
 def collect_sweep(lib: SolutionLibrary, sweep_id: str, library: str = "") -> SweepReport:

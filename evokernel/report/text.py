@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evokernel.analysis import learning_lines
 from evokernel.report.collect import RunReport, SweepReport
 from evokernel.report.html import fast1, num, stat, x
 from evokernel.run.progress import format_table
@@ -54,6 +55,7 @@ def run_text(report: RunReport) -> str:
             lines.append(f"  {tr.name} lineage: {steps}")
         for f in tr.failures[:5]:
             lines.append(f"  {tr.name} failed {f.count}x at {f.stage or '-'} ({f.status}): {f.reason}")
+    lines += learning_lines(report.models)
     return "\n".join(lines)
 
 

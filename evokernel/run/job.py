@@ -21,6 +21,7 @@ from evokernel.run.elastic import ElasticLimit
 from evokernel.run.evaluator import Evaluator
 from evokernel.run.request_inputs import (
     avoided_sources,
+    correct_ancestor_ms,
     earlier_generations,
     earlier_ideas,
     parent_candidates,
@@ -74,6 +75,10 @@ class ProposalJobs:
             for op in mutator.operators:
                 self.mutators.setdefault(op, mutator)
         self.ideas_mutator = next((m for m in mutators if m.can_brainstorm), None)
+        learned = library.model_stats(run_id)
+        if learned:  # a resumed run: the model selector continues from what the library kept
+            for mutator in mutators:
+                mutator.restore_model_state(learned)
         # Default: twice what the pool runs at once (actors x candidates per actor), so it never idles;
         # read at each entry, as the pool grows and shrinks with the cluster's nodes (elastic.py).
         self._eval_limit = ElasticLimit(
@@ -181,6 +186,7 @@ class ProposalJobs:
             if mutator.wants_history
             else {},
             software=self.software,
+            ancestor_ms=correct_ancestor_ms(self.library, progress, parents),
         )
         if self.uses_llm(proposal.operator):
             async with self._llm_limit:
@@ -248,6 +254,9 @@ class ProposalJobs:
         mutator = self.mutators.get(proposal.operator)
         if mutator is not None:
             mutator.observe(request, result, ev)
+            state = mutator.model_state()
+            if state:  # the model bandit's state, kept so reports show it and a resume continues it
+                self.library.record_model_stats(self.run_id, state)
 
     async def _evaluate(
         self,

@@ -77,3 +77,27 @@ def earlier_ideas(
         ideas = {p.id: p.idea for p in found if p.generation < gen and p.idea and p.id is not None}
         progress.ideas_cache = (gen, ideas)
     return progress.ideas_cache[1]
+
+
+# A fix line is at most fix_rounds deep; walking further only costs reads.
+_ANCESTRY_DEPTH = 8
+
+
+def correct_ancestor_ms(
+    library: SolutionLibrary, progress: TaskProgress, parents: tuple[Scored, ...]
+) -> float | None:
+    """Runtime of the nearest correct candidate up the first parent's line (the parent itself
+    included), or None: what a fix's gain is measured against."""
+    node = parents[0] if parents else None
+    cache = progress.evaluated_cache
+    for _ in range(_ANCESTRY_DEPTH):
+        if node is None:
+            return None
+        ev = node.evaluation
+        if ev is not None and ev.ok and ev.runtime_ms:
+            return ev.runtime_ms
+        if not node.candidate.parents:
+            return None
+        pid = node.candidate.parents[0]
+        node = cache[pid] if pid in cache else library.get_candidate(pid)
+    return None

@@ -212,3 +212,59 @@ def test_per_model_limit_serialises_requests(llm_server: LLMServer) -> None:
         mutator = _ensemble(llm_server, "weighted", ModelConfig("openai/solo", max_concurrent=limit))
         assert all(r.ok for r in asyncio.run(two(mutator)))
         assert len(llm_server.completions) == 2 and llm_server.max_in_flight == held_at_once, limit
+
+
+def test_a_fix_is_credited_against_its_last_correct_ancestor() -> None:
+    broken = Scored(Candidate(3, "r", "t", 3, 0, 1, "mutate", (1,), ""), Evaluation(Status.INCORRECT))
+    fixed = Evaluation(Status.CORRECT, runtime_ms=1.0, eager_ms=8.0)
+    # Against the ancestor at 2 ms the fix gained log 2, not the log 8 it gains over eager.
+    assert proposal_gain((broken,), fixed, ancestor_ms=2.0) == pytest.approx(0.05 + 0.6931, abs=1e-4)
+    assert proposal_gain((broken,), fixed) == pytest.approx(0.05 + 2.0794, abs=1e-4)
+
+
+def test_bandit_state_round_trips() -> None:
+    selector = ModelSelector(["a", "b"], [1.0, 1.0], "bandit")
+    selector.choose(0)
+    selector.observe("a", 0.3, 0.01)
+    again = ModelSelector(["a", "b", "c"], [1.0, 1.0, 1.0], "bandit")
+    again.restore({**selector.state(), "gone": {"pulls": 5}})
+    assert again.state()["a"] == {"pulls": 1, "observed": 1, "gain": 0.3, "cost_usd": 0.01}
+    assert again.state()["c"]["pulls"] == 0 and "gone" not in again.state()
+
+
+def test_a_two_model_bandit_run_keeps_its_state_in_the_library_and_the_report(
+    tmp_path: Any, llm_server: LLMServer
+) -> None:
+    from evokernel.analysis import learning_lines, model_learning
+    from evokernel.conformance import instant_config, instant_task, run_instant
+    from evokernel.db import SolutionLibrary
+
+    replies = [f"```python\n{PARENT.replace('return x', f'return x * {i}')}```" for i in range(2, 12)]
+    llm_server.push(*(Reply(r, prompt_tokens=1000, completion_tokens=100) for r in replies))
+    task = instant_task("t0")
+    config = instant_config("greedy", {"batch": 2}, tmp_path / "lib.db", [task], evaluations=5)
+    config.concurrency.llm = 1
+    mutator = _ensemble(
+        llm_server,
+        "bandit",
+        ModelConfig("openai/cheap", input_cost_per_mtok=1.0),
+        ModelConfig("openai/dear", input_cost_per_mtok=3.0),
+    )
+    run = run_instant(config, [task], mutator=mutator)
+    lib = SolutionLibrary(tmp_path / "lib.db")
+    stored = lib.model_stats(run)
+    assert stored == mutator.selector.state()
+    assert sum(int(v["pulls"]) for v in stored.values()) == 4 == len(llm_server.completions)
+    sent = Counter(_sent_models(llm_server))
+    assert stored["openai/dear"]["cost_usd"] == pytest.approx(sent["dear"] * 3.0 * 1000 / 1e6)
+    lines = learning_lines(model_learning(lib, run))
+    cheap = int(stored["openai/cheap"]["pulls"])
+    assert len(lines) == 2 and f"openai/cheap: chosen {cheap}x, {cheap} observed" in lines[0]
+    # A new mutator on the same run (a resume) starts from what the library kept.
+    fresh = _ensemble(
+        llm_server, "bandit", ModelConfig("openai/cheap", input_cost_per_mtok=1.0), ModelConfig("openai/dear")
+    )
+    from evokernel.run.job import ProposalJobs
+
+    ProposalJobs(config, lib, None, run, [fresh], None, lambda p: None, lambda k, d: None)  # type: ignore[arg-type]
+    assert fresh.selector.state() == stored
