@@ -47,7 +47,7 @@ COLUMNS: dict[str, str] = {
     "island": "island of the population it was born on",
     "generation": "generation it was born in",
     "verdict": "correct, incorrect, compile_error, runtime_error, timeout, crashed or rejected",
-    "stage": "verifier stage that decided the verdict (empty for correct)",
+    "stage": "verifier stage that decided the verdict: the one that refused it, or `timing` for correct",
     "reason": "why it was refused (the rule or error), empty for correct",
     "profile": "verdict profile the evaluation used (strict unless the run set evaluation.profile)",
     "device": "device it was evaluated on",

@@ -66,3 +66,28 @@ def test_parquet_needs_pyarrow_or_writes_it(tmp_path: Path) -> None:
 def test_every_column_is_documented() -> None:
     documented = re.findall(r"^\| `(\w+)` \|", DOCS.read_text(), flags=re.M)
     assert documented == list(COLUMNS)
+
+
+def test_the_docs_describe_each_column_as_the_code_does() -> None:
+    documented = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", DOCS.read_text(), flags=re.M))
+    assert documented == COLUMNS
+
+
+def test_a_correct_rows_stage_is_what_the_docs_say(tmp_path: Path) -> None:
+    from evokernel.evaluation.verdict import correct_evaluation
+    from evokernel.types import Proposal
+
+    # The verdict every correct candidate gets (evaluation/verdict.py), recorded as a run records it.
+    timing = {"median_ms": 1.0, "iqr_ms": 0.01, "cv": 0.01}
+    verdict = correct_evaluation(timing, {"eager": {"median_ms": 2.0}}, 0.0, "correct", {})
+    lib = SolutionLibrary(tmp_path / "l.db")
+    run_id = lib.create_run("one", {"budget": {"evaluations": 1}})
+    lib.register_task(run_id, instant_task("alpha"))
+    cand = lib.add_candidate(
+        run_id, lib.add_proposal(run_id, Proposal(task="alpha", operator="tune")), "x = 1\n"
+    )
+    lib.record_evaluation(cand.id, verdict)
+    export_dataset(lib, run_id, tmp_path / "rows.jsonl")
+    (row,) = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert row["verdict"] == "correct" and row["stage"] == "timing"
+    assert "`timing` for correct" in COLUMNS["stage"]  # the docs were "empty for correct"
