@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from evokernel.exceptions import EvoKernelError, Terminated
 from evokernel.export import command as export_command
 from evokernel.report import command as report_command
+from evokernel.report import prompts_command
 from evokernel.report.command import add_progress_flags
 from evokernel.sweep import command as sweep_command
 
@@ -27,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sweep_command.add_parser(sub)
     report_command.add_parser(sub)
+    prompts_command.add_parser(sub)
     export_command.add_parsers(sub)
 
     db = sub.add_parser("db", help="solution library maintenance")
@@ -220,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "doctor": _doctor,
         "sweep": sweep_command.main,
         "report": report_command.main,
+        "prompts": prompts_command.main,
         "export": export_command.export,
         "dashboard": _dashboard,
     }

@@ -20,7 +20,7 @@ from evokernel.mutators.templates import load_template
 from evokernel.types import Scored, Status
 
 # A diff shown inline is at most this many changed lines of this many characters each.
-_DIFF_LINES, _DIFF_CHARS = 3, 90
+_DIFF_LINES, _DIFF_CHARS = 4, 90
 _IDEAS_SHOWN = 12
 
 

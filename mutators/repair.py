@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
+from evokernel.mutators.outcomes import describe_outcome
 from evokernel.mutators.parsing import extract_model_new
 from evokernel.mutators.prompting import load_template
 from evokernel.types import source_hash
@@ -43,8 +44,13 @@ def judge(reply: str, request: MutationRequest) -> Verdict:
         return Verdict(None, NO_CODE, str(e))
     if parent is not None and source.strip() == parent.strip():
         return Verdict(None, DUPLICATE, "the code is the current implementation, unchanged")
-    if source_hash(source) in request.avoid:
-        return Verdict(None, DUPLICATE, "the code is identical to an implementation already evaluated")
+    digest = source_hash(source)
+    if digest in request.avoid:
+        twin = next((sc for sc in request.history if sc.candidate.source_hash == digest), None)
+        which = f" (candidate #{twin.candidate.id}: {describe_outcome(twin)})" if twin is not None else ""
+        return Verdict(
+            None, DUPLICATE, f"the code is identical to an implementation already evaluated{which}"
+        )
     return Verdict(source)
 
 

@@ -55,7 +55,9 @@ FAST = [
 UNUSABLE = ("no_code", "duplicate", "truncated")
 
 
-def run_one(strategy: str, evaluations: int, seed: int, folder: Path) -> tuple[str, Path, list[Any]]:
+def run_one(
+    strategy: str, evaluations: int, seed: int, folder: Path, extra: list[str]
+) -> tuple[str, Path, list[Any]]:
     db = folder / f"{strategy}.db"
     with ScriptedLLM(seed=seed) as llm:
         config = load_config(
@@ -74,6 +76,7 @@ def run_one(strategy: str, evaluations: int, seed: int, folder: Path) -> tuple[s
                 "mutators.llm.timeout_s=60",
                 "concurrency.llm=4",
                 *FAST,
+                *extra,
             ],
         )
         summary = run_experiment(config, reporter=ProgressPrinter(io.StringIO()))
@@ -161,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evaluations", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, help="write the libraries here (default: a temporary folder)")
+    ap.add_argument(
+        "overrides", nargs="*", help="config overrides key=value, e.g. mutators.llm.repair_rounds=1"
+    )
     args = ap.parse_args(argv)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="llm-spend-") as scratch:
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp.mkdir(parents=True, exist_ok=True)
         for strategy in args.strategies:
             start = time.monotonic()
-            run_id, db, log = run_one(strategy, args.evaluations, args.seed, tmp)
+            run_id, db, log = run_one(strategy, args.evaluations, args.seed, tmp, args.overrides)
             result = measure(run_id, db)
             result["wall_s"] = round(time.monotonic() - start, 1)
             result["reply_shapes"] = dict(Counter(shape for _k, _c, shape in log))
@@ -192,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bench": "llm_spend",
                 "seed": args.seed,
                 "evaluations": args.evaluations,
+                "overrides": args.overrides,
                 "goals_met": goals,
                 "results": results,
             },

@@ -18,7 +18,7 @@ from evokernel.config.schema import LLMConfig
 from evokernel.exceptions import ConfigError
 from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.mutators.llm import LLMMutator, load_template
-from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task
+from evokernel.types import Candidate, Evaluation, Proposal, Scored, Status, Task, source_hash
 from tests.support.llm_server import BadBody, Hang, HttpError, LLMServer, Reply
 
 REFERENCE = """import torch
@@ -226,6 +226,16 @@ def test_a_duplicate_of_the_parent_is_sent_back(llm_server: LLMServer) -> None:
     assert result.source == CHILD
     assert [c.outcome for c in result.llm_calls] == ["duplicate", "ok"]
     assert "unchanged" in _user_prompt(llm_server, 1)
+
+
+def test_a_duplicate_of_an_evaluated_candidate_names_it(llm_server: LLMServer) -> None:
+    other = PARENT.replace("PARENT_MARKER", "OTHER_MARKER")
+    twin = _scored(11, CHILD, Evaluation(Status.INCORRECT, reason="max abs error 3"))
+    llm_server.push(Reply(GOOD_REPLY), Reply(f"```python\n{other}```"))
+    request = _request(avoid=frozenset({source_hash(CHILD)}), history=(twin,))
+    result = _run(_mutator(_config(llm_server)), request)
+    assert result.source is not None and "OTHER_MARKER" in result.source
+    assert "candidate #11: incorrect: max abs error 3" in _user_prompt(llm_server, 1)
 
 
 def test_empty_and_truncated_replies(llm_server: LLMServer) -> None:
