@@ -85,6 +85,8 @@ class Mutator(ABC):
     operators: ClassVar[tuple[str, ...]]
     # Whether requests should carry ``history`` (a library read per generation; off by default).
     wants_history: ClassVar[bool] = False
+    # How many generations back ``history`` reaches (None: all of them).
+    history_window: ClassVar[int | None] = None
     # The most LLM calls (HTTP attempts, retries included) one mutate or ideas call can make; the
     # run's LLM-call budget reserves this many per job. None: the engine's llm.max_retries + 1.
     llm_calls_per_job: int | None = None

@@ -81,6 +81,9 @@ class LLMMutator(Mutator):
     can_brainstorm: ClassVar[bool] = True
     # Earlier generations' candidates feed the prompts' "previous attempts" and "ideas tried".
     wants_history: ClassVar[bool] = True
+    # Prompts show a few attempts; 4 generations hold them (PIKE-O makes islands x batch per
+    # generation), and reading more would make every generation read the whole library.
+    history_window: ClassVar[int | None] = 4
 
     def __init__(self, config: LLMConfig, *, backoff_base_s: float = 0.5, backoff_cap_s: float = 8.0) -> None:
         models = resolve_models(config)

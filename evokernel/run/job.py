@@ -179,7 +179,7 @@ class ProposalJobs:
             hardware=self.hardware,
             language=self.config.mutators.llm.language,
             avoid=avoided_sources(progress, proposal),
-            history=earlier_generations(self.library, self.run_id, progress, proposal)
+            history=earlier_generations(self.library, self.run_id, progress, proposal, mutator.history_window)
             if mutator.wants_history
             else (),
             ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal)
@@ -214,7 +214,9 @@ class ProposalJobs:
             # The reference's profile, taken with its baselines (pool/baseline_cache.py).
             reference_profile=lib.task_profile(progress.task.source_hash),
             # Earlier attempts and the ideas they carried: the brainstorm lists ideas tried.
-            history=earlier_generations(self.library, self.run_id, progress, proposal),
+            history=earlier_generations(
+                self.library, self.run_id, progress, proposal, mutator.history_window
+            ),
             ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal),
             software=self.software,
         )

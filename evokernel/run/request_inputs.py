@@ -48,14 +48,28 @@ def avoided_sources(progress: TaskProgress, proposal: Proposal) -> frozenset[str
 
 
 def earlier_generations(
-    library: SolutionLibrary, run_id: str, progress: TaskProgress, proposal: Proposal
+    library: SolutionLibrary,
+    run_id: str,
+    progress: TaskProgress,
+    proposal: Proposal,
+    window: int | None = None,
 ) -> tuple[Scored, ...]:
     """Evaluated candidates of generations before the proposal's (complete once a generational
-    strategy plans the next one, so this does not depend on timing); one read per generation."""
+    strategy plans the next one, so this does not depend on timing); one read per generation.
+    ``window``: only the last that many generations (one indexed read each), so a prompt's
+    memory does not make every generation read the whole library."""
     gen = proposal.generation
-    if progress.history_cache is None or progress.history_cache[0] != gen:
-        found = library.candidates(run_id, progress.task.name, before=gen)
-        progress.history_cache = (gen, tuple(sc for sc in found if sc.evaluation is not None))
+    key = (gen, window)
+    if progress.history_cache is None or progress.history_cache[0] != key:
+        if window is None:
+            found = library.candidates(run_id, progress.task.name, before=gen)
+        else:
+            found = [
+                sc
+                for g in range(max(0, gen - window), gen)
+                for sc in library.candidates(run_id, progress.task.name, generation=g)
+            ]
+        progress.history_cache = (key, tuple(sc for sc in found if sc.evaluation is not None))
     return progress.history_cache[1]
 
 

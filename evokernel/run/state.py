@@ -30,8 +30,8 @@ class TaskProgress:
     # source hash -> (generation, proposal seq) of its first candidate; see Engine._avoid.
     hashes: dict[str, tuple[int, int]] = field(default_factory=dict)
     avoid_cache: tuple[int, frozenset[str]] | None = None
-    # (generation, evaluated candidates of earlier generations): MutationRequest.history.
-    history_cache: tuple[int, tuple[Scored, ...]] | None = None
+    # ((generation, window), evaluated candidates of earlier generations): MutationRequest.history.
+    history_cache: tuple[tuple[int, int | None], tuple[Scored, ...]] | None = None
     # (generation, proposal id -> idea for earlier generations): MutationRequest.ideas_of.
     ideas_cache: tuple[int, dict[int, str]] | None = None
     by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
