@@ -1,6 +1,6 @@
-"""The sweep page and the pool-health row, in a real headless Chromium (issue 38): a sweep id on
-the runs page is a link to a page of its points and cells, and a CPU run's pool health does not
-talk about a GPU lock."""
+"""The sweep page, the pool-health row and fast_p, in a real headless Chromium (issue 38): a sweep
+id on the runs page is a link to a page of its points and cells, a CPU run's pool health does not
+talk about a GPU lock, and fast_p spans the speedups the run reached."""
 
 from __future__ import annotations
 
@@ -91,3 +91,21 @@ def test_a_cpu_runs_pool_health_does_not_name_a_gpu_lock(
     text = pool.inner_text()
     assert "GPU" not in text and "timing lock held / waited (CPU)" in text
     pool.screenshot(path=str(Path(SHOTS or tmp_path) / "pool_health_cpu.png"))
+
+
+def test_a_runs_fast_p_spans_its_speedups_on_a_log_axis(
+    served: tuple[str, Fixture, str], page: tuple[Any, Console], tmp_path: Path
+) -> None:
+    base, fx, _url = served  # best kernels: relu 1.8x, softmax 1.0x
+    pg, _console = page
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.goto(f"{base}/runs/{fx.run_id}")
+    pg.wait_for_function("() => window.evoCharts && window.evoCharts['fastp-chart']")
+    axis, shares = pg.evaluate(
+        "() => { const o = window.evoCharts['fastp-chart'].getOption();"
+        " return [o.xAxis[0], o.series[0].data.map(d => d[1])]; }"
+    )
+    # Before: a fixed linear 0-2 axis, on which a CPU run's 1e-4x speedups were a flat line at 0.
+    assert axis["type"] == "log" and abs(axis["min"] - 0.5) < 1e-9 and abs(axis["max"] - 3.6) < 1e-9
+    assert sorted(set(shares), reverse=True) == [1.0, 0.5, 0.0]
+    pg.locator("#fastp-chart").screenshot(path=str(Path(SHOTS or tmp_path) / "fast_p_dashboard.png"))
