@@ -74,6 +74,11 @@ def main(args: argparse.Namespace) -> int:
 
     where = redact(summary.library_url)
     print(f"report: evokernel report {summary.sweep_id} --library {where} --html report.html --png plots")
+    failed = sorted(index for index, run in summary.summaries.items() if run.llm_all_failed)
+    if failed:  # as for a run: a cell whose every LLM call failed did not do what it was asked
+        cells_text = ", ".join(str(i) for i in failed)
+        print(f"evokernel: error: every LLM call of cell(s) {cells_text} failed", file=sys.stderr)
+        return 1
     return 0
 
 

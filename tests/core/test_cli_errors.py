@@ -88,6 +88,28 @@ def test_a_run_whose_every_llm_call_failed_does_not_exit_0_and_ray_is_announced(
     assert last.startswith("evokernel: error: all ") and "LLM calls" in last and "failed" in last
 
 
+@pytest.mark.slow
+def test_a_sweep_whose_cells_llm_calls_all_failed_does_not_exit_0(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = evokernel(
+        "sweep",
+        QUICKSTART,
+        "seed=0,1",
+        "mutators.llm.model=openai/served",
+        f"mutators.llm.api_base=http://127.0.0.1:{port}/v1",
+        "mutators.llm.input_cost_per_mtok=0",
+        "mutators.llm.max_retries=0",
+        "budget.evaluations=2",
+        "tasks=[tasks/level1/softmax.py]",
+        f"library={tmp_path / 'x.db'}",
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1] == "evokernel: error: every LLM call of cell(s) 0, 1 failed"
+
+
 @pytest.mark.parametrize(
     ("url", "named"),
     [
