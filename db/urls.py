@@ -37,7 +37,7 @@ def check_url(text: str) -> None:
         url = make_url(text)
     except (ArgumentError, ValueError) as exc:
         port = urlsplit(text).netloc.rpartition("@")[2].rpartition(":")[2]
-        why = f"its port '{port}' is not a number" if port and not port.isdigit() else str(exc)
+        why = f"its port '{port}' is not a number" if port and not port.isdigit() else shown(str(exc))
         raise LibraryError(f"library URL {shown(text)} is not a valid URL: {why}; use {FORMS}") from exc
     try:
         dialect = url.get_dialect()
