@@ -21,7 +21,8 @@ def spread(ev: Evaluation) -> str:
     """The runtime's interquartile range as a share of its median: ``±3 %`` ("" when unknown)."""
     if ev.runtime_iqr_ms is None or not ev.runtime_ms:
         return ""
-    return f" (IQR ±{50 * ev.runtime_iqr_ms / ev.runtime_ms:.2g} %)"
+    share = 50 * ev.runtime_iqr_ms / ev.runtime_ms
+    return f" (IQR ±{share:.0f} %)" if share >= 10 else f" (IQR ±{share:.2g} %)"
 
 
 def describe_outcome(sc: Scored) -> str:

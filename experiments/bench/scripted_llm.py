@@ -15,8 +15,9 @@ the module block before its kernel block, SEARCH/REPLACE edits of the parent, so
 indentation lost), and failures (a syntax error, a reply without code, a wrong result, an output
 of the wrong shape, a kernel that does not compile, the reference renamed to ``ModelNew``).
 Fixes and repairs answer with ``REPAIR_MIX`` (mostly correct). Usage is reported as characters/4
-tokens, so the benchmark's prices turn it into dollars. Knobs (block, warps, expression: 84
-sources) are drawn at random, so duplicates happen as they do with a real model. Stdlib only.
+tokens, so the benchmark's prices turn it into dollars. Knobs (block, warps, stages, expression:
+540 sources) are drawn at random whatever the prompt says, so duplicates happen, and a repair
+asked for "a real change" can repeat an evaluated source again. Stdlib only.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ FIRST_MIX: dict[str, float] = {
     "reference_renamed": 0.05,
 }
 REPAIR_MIX: dict[str, float] = {"prose_block": 0.6, "think": 0.25, "syntax_error": 0.1, "wrong_result": 0.05}
-BLOCKS = (32, 64, 128, 256, 512, 1024, 2048)
-WARPS = (1, 2, 4, 8)
+# 9 x 5 x 4 x 3 = 540 distinct kernels: a 40-evaluation run sees a few repeats, as a model that
+# keeps proposing the usual block sizes does, without exhausting the space.
+BLOCKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4)
 EXPRS = ("3.0 * x + b", "x * 3.0 + b", "b + 3.0 * x")
 
 KERNEL = """import torch
@@ -74,7 +78,7 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         n = x.numel()
         grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
-        _axpy[grid](x, b, y, n, BLOCK={block}, num_warps={warps})
+        _axpy[grid](x, b, y, n, BLOCK={block}, num_warps={warps}, num_stages={stages})
         return y{tail}
 """
 REFERENCE_RENAMED = """import torch
@@ -110,10 +114,10 @@ def _pick(rng: random.Random, mix: dict[str, float]) -> str:
 
 def kernel_source(rng: random.Random, expr: str | None = None, tail: str = "") -> tuple[str, str]:
     """(kernel part, module part) with knobs drawn from ``rng``."""
-    block, warps = rng.choice(BLOCKS), rng.choice(WARPS)
+    block, warps, stages = rng.choice(BLOCKS), rng.choice(WARPS), rng.choice(STAGES)
     return (
         KERNEL.format(expr=expr or rng.choice(EXPRS)),
-        MODULE.format(block=block, warps=warps, tail=tail),
+        MODULE.format(block=block, warps=warps, stages=stages, tail=tail),
     )
 
 
@@ -129,6 +133,7 @@ def _edit(parent: str, rng: random.Random, dedent: bool) -> str | None:
         return None
     new = re.sub(r"BLOCK=\d+", f"BLOCK={rng.choice(BLOCKS)}", line)
     new = re.sub(r"num_warps=\d+", f"num_warps={rng.choice(WARPS)}", new)
+    new = re.sub(r"num_stages=\d+", f"num_stages={rng.choice(STAGES)}", new)
     if dedent:
         line, new = line.strip(), new.strip()
     return f"Only the launch changes:\n\n<<<<<<< SEARCH\n{line}\n=======\n{new}\n>>>>>>> REPLACE\n"
