@@ -5,6 +5,7 @@ assert on what the scripted OpenAI-compatible server received over HTTP."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,14 @@ def test_the_server_receives_the_memory_and_limits(llm_server: LLMServer) -> Non
     assert body is not None
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "## Previous attempts" in user and "## Speed of light" in user and "Numerics:" in system
+
+
+def test_a_reference_that_cannot_run_on_meta_gets_no_estimate_and_still_a_prompt() -> None:
+    from evokernel.mutators.limits import estimate
+
+    source = TASK.source.replace("return torch.matmul(a, b)", "assert a.sum().item() > 0\n        return a")
+    assert source != TASK.source
+    task = dataclasses.replace(TASK, source=source)
+    assert estimate(task, small=False) is None
+    _system, user = render_prompt(dataclasses.replace(_request(), task=task))
+    assert "## Speed of light" not in user and "Make the current implementation" in user
