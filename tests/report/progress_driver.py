@@ -6,6 +6,7 @@ through the CLI's progress choice, for pty tests:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -23,13 +24,15 @@ class HealthyInstant(InstantEvaluator):
         super().__init__(size=size, delay_s=delay_s)
         self.stats = PoolStats()
         self.in_flight = 0
+        self._slots = asyncio.Semaphore(size)  # at most `size` at once, as the pool's workers
 
     async def evaluate(self, task: Task, source: str, *, tenant: str = "", priority: int = 0) -> Evaluation:
-        self.in_flight += 1
-        try:
-            evaluation = await super().evaluate(task, source, tenant=tenant, priority=priority)
-        finally:
-            self.in_flight -= 1
+        async with self._slots:
+            self.in_flight += 1
+            try:
+                evaluation = await super().evaluate(task, source, tenant=tenant, priority=priority)
+            finally:
+                self.in_flight -= 1
         self.stats.record(evaluation)
         return evaluation
 
