@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from evokernel.db.accounting import AccountingMixin
 from evokernel.db.connection import SessionScope, make_engine, normalize_url, redact, upgrade
+from evokernel.db.exemplars import ExemplarsMixin
 from evokernel.db.model_stats import ModelStatsMixin
 from evokernel.db.models import (
     CandidateParentRow,
@@ -64,13 +65,14 @@ _CANDIDATE_STATUS = (
 )
 
 
-class SolutionLibrary(ProposalsMixin, AccountingMixin, ModelStatsMixin):
+class SolutionLibrary(ProposalsMixin, AccountingMixin, ModelStatsMixin, ExemplarsMixin):
     """Runs, tasks, islands, proposals, candidates, evaluations, LLM calls, baselines, events.
 
     Runs/tasks/islands live in :mod:`evokernel.db.runs`, proposals in :mod:`evokernel.db.proposals`,
     accounting in :mod:`evokernel.db.accounting`, the model selector's state in
-    :mod:`evokernel.db.model_stats`, the island index (bounded reads of island
-    populations) in :mod:`evokernel.db.index`; this module keeps candidates and evaluations."""
+    :mod:`evokernel.db.model_stats`, other tasks' best kernels in :mod:`evokernel.db.exemplars`,
+    the island index (bounded reads of island populations) in :mod:`evokernel.db.index`; this
+    module keeps candidates and evaluations."""
 
     def __init__(self, url_or_path: str | Path, *, migrate: bool = True, read_only: bool = False) -> None:
         """``read_only``: the database refuses writes and nothing migrates (:mod:`evokernel.db.readonly`)."""

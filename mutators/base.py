@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from evokernel.exceptions import ConfigError
+from evokernel.mutators.exemplars import Exemplar
 from evokernel.plugins import construct
 from evokernel.types import Evaluation, LLMCall, Proposal, Scored, Task
 
@@ -49,6 +50,8 @@ class MutationRequest:
     ideas_of: Mapping[int, str] = field(default_factory=dict)
     # The evaluation nodes' software ("torch 2.9.0 / triton 3.5.0 / ..."), for the system prompt.
     software: str = ""
+    # The best kernels of related tasks in the library (only for mutators with ``exemplar_count``).
+    exemplars: tuple[Exemplar, ...] = ()
     # Runtime (ms) of the nearest correct candidate up the first parent's line (a fix's parent is
     # not correct; its own parent may be): what a proposal's gain is measured against.
     ancestor_ms: float | None = None
@@ -90,6 +93,8 @@ class Mutator(ABC):
     # The most LLM calls (HTTP attempts, retries included) one mutate or ideas call can make; the
     # run's LLM-call budget reserves this many per job. None: the engine's llm.max_retries + 1.
     llm_calls_per_job: int | None = None
+    # How many related tasks' best kernels requests should carry (``exemplars``; 0: none).
+    exemplar_count: int = 0
     # Whether its jobs call an LLM: the run's LLM-call and cost budgets reserve for those only.
     uses_llm: bool = True
     # Whether :meth:`ideas` can brainstorm (PIKE-B's ``ideas`` operator); the engine routes

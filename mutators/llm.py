@@ -107,7 +107,12 @@ class LLMMutator(Mutator):
                 "a free local server, per model under llm.models) or set llm.allow_unpriced=true"
             )
         self.model: str = models[0].model
-        self.settings = PromptSettings(config.previous_attempts, config.history_chars, config.diversify)
+        self.settings = PromptSettings(
+            config.previous_attempts, config.history_chars, config.diversify, config.exemplar_chars
+        )
+        if config.exemplars < 0:
+            raise ConfigError("llm.exemplars must be >= 0")
+        self.exemplar_count = config.exemplars
         self.sampling = Sampling(config.temperature, config.max_tokens, config.timeout_s, config.stream)
         # Retry i waits base * 2^i, capped: 0.5, 1, 2, 4 s for the default max_retries=3.
         self.backoff_base_s = backoff_base_s

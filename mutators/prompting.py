@@ -15,6 +15,7 @@ from typing import Any
 from evokernel.evaluation.profiling.summary import profile_lines
 from evokernel.exceptions import MutationError
 from evokernel.mutators.base import MutationRequest
+from evokernel.mutators.exemplars import exemplars_section
 from evokernel.mutators.limits import estimate, limits_line, on_cpu, peaks_line
 from evokernel.mutators.memory import direction, previous_attempts, tried_ideas
 from evokernel.mutators.outcomes import speedup_text, spread
@@ -50,6 +51,7 @@ class PromptSettings:
     previous_attempts: int = 6
     history_chars: int = 2400
     diversify: bool = True
+    exemplar_chars: int = 3000
 
 
 def format_feedback(scored: Scored) -> str:
@@ -176,6 +178,7 @@ def _values(request: MutationRequest, settings: PromptSettings) -> dict[str, str
         "limits": limits_line(limits, hardware, runtime if heading else None),
         "history": previous_attempts(request, settings.previous_attempts, settings.history_chars),
         "tried": tried_ideas(request),
+        "exemplars": exemplars_section(request.exemplars, settings.exemplar_chars),
         "reference_profile": format_profile(request.reference_profile, "reference_profile"),
         "starting_point": f"\n## Starting point (correct, maybe slow)\n```python\n{seed.strip()}\n```\n"
         if seed

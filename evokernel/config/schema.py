@@ -74,6 +74,11 @@ class LLMConfig:
     # A mutate/seed proposal without an idea gets a direction of its own from
     # prompts/directions.md (by branch), so siblings never receive byte-identical prompts.
     diversify: bool = True
+    # Prompts of seed/mutate/crossover/ideas show the best kernels of up to this many other tasks
+    # in the library that share the task's operator family or bottleneck class (0: off), in at
+    # most ``exemplar_chars`` characters of code.
+    exemplars: int = 0
+    exemplar_chars: int = 3000
 
     def enabled(self) -> bool:
         """Whether any model is configured (the runner builds the LLM mutator only then)."""

@@ -19,14 +19,7 @@ from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
 from evokernel.run.elastic import ElasticLimit
 from evokernel.run.evaluator import Evaluator
-from evokernel.run.request_inputs import (
-    avoided_sources,
-    correct_ancestor_ms,
-    earlier_generations,
-    earlier_ideas,
-    parent_candidates,
-    proposal_rng_seed,
-)
+from evokernel.run.request_inputs import RequestContext, avoided_sources, build_request
 from evokernel.run.state import TaskProgress
 from evokernel.strategies.view import IDEAS, RunView
 from evokernel.types import (
@@ -170,24 +163,7 @@ class ProposalJobs:
         if mutator is None:
             error = f"no configured mutator serves operator {proposal.operator!r}"
             return None, MutationResult(None, error=error)
-        parents = parent_candidates(self.library, progress, proposal)
-        request = MutationRequest(
-            proposal=proposal,
-            task=task,
-            parents=parents,
-            rng_seed=proposal_rng_seed(self.config.seed, proposal, parents),
-            hardware=self.hardware,
-            language=self.config.mutators.llm.language,
-            avoid=avoided_sources(progress, proposal),
-            history=earlier_generations(self.library, self.run_id, progress, proposal, mutator.history_window)
-            if mutator.wants_history
-            else (),
-            ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal)
-            if mutator.wants_history
-            else {},
-            software=self.software,
-            ancestor_ms=correct_ancestor_ms(self.library, progress, parents),
-        )
+        request = build_request(self._context(), progress, proposal, mutator)
         if self.uses_llm(proposal.operator):
             async with self._llm_limit:
                 result = await mutator.mutate(request)
@@ -203,23 +179,7 @@ class ProposalJobs:
         if mutator is None:
             lib.fail_proposal(proposal.id, "no configured mutator can brainstorm ideas")
             return ()
-        parents = parent_candidates(self.library, progress, proposal)
-        request = MutationRequest(
-            proposal=proposal,
-            task=progress.task,
-            parents=parents,
-            rng_seed=proposal_rng_seed(self.config.seed, proposal, parents),
-            hardware=self.hardware,
-            language=self.config.mutators.llm.language,
-            # The reference's profile, taken with its baselines (pool/baseline_cache.py).
-            reference_profile=lib.task_profile(progress.task.source_hash),
-            # Earlier attempts and the ideas they carried: the brainstorm lists ideas tried.
-            history=earlier_generations(
-                self.library, self.run_id, progress, proposal, mutator.history_window
-            ),
-            ideas_of=earlier_ideas(self.library, self.run_id, progress, proposal),
-            software=self.software,
-        )
+        request = build_request(self._context(), progress, proposal, mutator, ideas=True)
         async with self._llm_limit:
             result = await mutator.ideas(request, proposal.count)
         for call in result.llm_calls:
@@ -232,6 +192,10 @@ class ProposalJobs:
                 "mutation_failed", {"task": progress.task.name, "proposal": proposal, "error": result.error}
             )
         return tuple(result.llm_calls)
+
+    def _context(self) -> RequestContext:
+        llm = self.config.mutators.llm.language
+        return RequestContext(self.library, self.run_id, self.config.seed, llm, self.hardware, self.software)
 
     def _fail(
         self,

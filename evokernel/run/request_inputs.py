@@ -9,8 +9,11 @@ idea) and on earlier generations, never on the order work was recorded or finish
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from evokernel.db import SolutionLibrary
+from evokernel.mutators.base import MutationRequest, Mutator
+from evokernel.mutators.exemplars import Exemplar, family
 from evokernel.run.state import TaskProgress
 from evokernel.types import Proposal, Scored
 
@@ -115,3 +118,74 @@ def correct_ancestor_ms(
         pid = node.candidate.parents[0]
         node = cache[pid] if pid in cache else library.get_candidate(pid)
     return None
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What every request of a run shares (hardware and software are known once the pool is up)."""
+
+    library: SolutionLibrary
+    run_id: str
+    run_seed: int
+    language: str
+    hardware: str
+    software: str
+
+
+def build_request(
+    ctx: RequestContext, progress: TaskProgress, proposal: Proposal, mutator: Mutator, *, ideas: bool = False
+) -> MutationRequest:
+    """The request ``mutator`` gets for ``proposal`` (``ideas``: a brainstorm, which sees the
+    reference's profile and the ideas tried but has nothing to avoid and no ancestor to beat)."""
+    lib = ctx.library
+    parents = parent_candidates(lib, progress, proposal)
+    memory = ideas or mutator.wants_history
+    return MutationRequest(
+        proposal=proposal,
+        task=progress.task,
+        parents=parents,
+        rng_seed=proposal_rng_seed(ctx.run_seed, proposal, parents),
+        hardware=ctx.hardware,
+        language=ctx.language,
+        avoid=frozenset() if ideas else avoided_sources(progress, proposal),
+        history=earlier_generations(lib, ctx.run_id, progress, proposal, mutator.history_window)
+        if memory
+        else (),
+        ideas_of=earlier_ideas(lib, ctx.run_id, progress, proposal) if memory else {},
+        # The reference's profile, taken with its baselines (pool/baseline_cache.py).
+        reference_profile=lib.task_profile(progress.task.source_hash) if ideas else None,
+        software=ctx.software,
+        ancestor_ms=None if ideas else correct_ancestor_ms(lib, progress, parents),
+        exemplars=related_exemplars(lib, progress, mutator.exemplar_count, proposal.generation),
+    )
+
+
+def related_exemplars(
+    library: SolutionLibrary, progress: TaskProgress, count: int, generation: int
+) -> tuple[Exemplar, ...]:
+    """The best kernels of up to ``count`` other tasks of the library (any run) that share the
+    task's operator family, or its reference's bottleneck class when profiling found one; read once
+    per generation (other tasks' bests change as the run goes)."""
+    if count <= 0:
+        return ()
+    cached = progress.exemplars_cache
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    task = progress.task
+    mine = family(task.source)
+    profile = library.task_profile(task.source_hash)
+    bottleneck = profile.get("bottleneck") if isinstance(profile, dict) else None
+    picked: list[Exemplar] = []
+    for best in library.best_per_task(task.source_hash):
+        if family(best.task_source) == mine:
+            why = f"same operator family ({mine})"
+        elif bottleneck and best.bottleneck == bottleneck:
+            why = f"same bottleneck ({bottleneck})"
+        else:
+            continue
+        source = library.get_candidate(best.candidate).candidate.source
+        picked.append(Exemplar(best.task, source, best.speedup, why))
+        if len(picked) >= count:
+            break
+    progress.exemplars_cache = (generation, tuple(picked))
+    return progress.exemplars_cache[1]

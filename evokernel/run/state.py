@@ -10,6 +10,7 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from evokernel.mutators.exemplars import Exemplar
 from evokernel.strategies.base import Strategy
 from evokernel.types import Scored, Task
 
@@ -34,6 +35,8 @@ class TaskProgress:
     history_cache: tuple[tuple[int, int | None], tuple[Scored, ...]] | None = None
     # (generation, proposal id -> idea for earlier generations): MutationRequest.ideas_of.
     ideas_cache: tuple[int, dict[int, str]] | None = None
+    # (generation, related tasks' best kernels): MutationRequest.exemplars.
+    exemplars_cache: tuple[int, tuple[Exemplar, ...]] | None = None
     by_generation: dict[int, dict[str, int]] = field(default_factory=dict)  # gen -> hash -> seq
 
     def add_hash(self, digest: str, generation: int, seq: int) -> None:

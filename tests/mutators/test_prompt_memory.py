@@ -147,3 +147,21 @@ def test_a_reference_that_cannot_run_on_meta_gets_no_estimate_and_still_a_prompt
     assert estimate(task, small=False) is None
     _system, user = render_prompt(dataclasses.replace(_request(), task=task))
     assert "## Speed of light" not in user and "Make the current implementation" in user
+
+
+def test_operator_families_and_a_bounded_exemplars_section() -> None:
+    from evokernel.mutators.exemplars import Exemplar, family
+
+    assert family(TASK.source) == "matmul"
+    assert (
+        family("class Model:\n    def forward(self, x):\n        return torch.softmax(x, -1)\n") == "softmax"
+    )
+    assert family("class Model:\n    def forward(self, x):\n        return x * 2\n") == "elementwise"
+    big = Exemplar("matmul_bf16", "import torch\n" + "# tile\n" * 2000, 1.8, "same operator family (matmul)")
+    request = dataclasses.replace(_request(), exemplars=(big,))
+    _s, user = render_prompt(request, PromptSettings(exemplar_chars=1000))
+    section = user[user.index("## Fast kernels of related tasks") :]
+    assert "`matmul_bf16` (same operator family (matmul); 1.8x its eager)" in section
+    assert "characters cut" in section and len(section) < 2000
+    _s, none = render_prompt(_request())
+    assert "related tasks" not in none

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evokernel.conformance import InstantMutator, instant_config, instant_task, run_instant
 from evokernel.db import SolutionLibrary
+from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.types import Status
 from tests.strategies.helpers import by_proposal, generation, instant_run
 
@@ -91,3 +92,22 @@ def test_llm_seeds_of_phase_0_start_from_ideas_one_per_branch(tmp_path: Path) ->
     run = run_instant(config, [task], mutator=InstantMutator(incorrect_rate=0.0))
     plain = SolutionLibrary(tmp_path / "off.db").proposals(run, "t0")
     assert [p.operator for p in plain] == ["seed"] * 3 and all(p.idea is None for p in plain)
+
+
+def test_requests_carry_the_best_kernels_of_related_tasks_never_their_own(tmp_path: Path) -> None:
+    class Remembering(InstantMutator):
+        exemplar_count = 2
+
+        def __init__(self) -> None:
+            super().__init__(incorrect_rate=0.0)
+            self.seen: list[tuple[str, tuple[str, ...]]] = []
+
+        async def mutate(self, request: MutationRequest) -> MutationResult:
+            self.seen.append((request.task.name, tuple(e.task for e in request.exemplars)))
+            return await super().mutate(request)
+
+    mutator = Remembering()
+    instant_run(tmp_path, "pike_b", {"branches": 2, "max_phases": 3}, tasks=2, mutator=mutator, evaluations=7)
+    shown = [(task, others) for task, others in mutator.seen if others]
+    assert shown, "after the first phase each task has the other's best kernel to show"
+    assert all(task not in others and len(others) == 1 for task, others in shown)
