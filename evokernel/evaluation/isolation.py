@@ -150,10 +150,14 @@ def request_reads(request: dict[str, Any]) -> list[str]:
     return [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
 
 
-def allowed_paths(workdir: Path, extra_read: list[str]) -> tuple[list[Path], list[Path], list[Path]]:
-    """(read, write, devices) for a candidate in ``workdir``."""
+def allowed_paths(
+    workdir: Path, extra_read: list[str], extra_write: list[str] | None = None
+) -> tuple[list[Path], list[Path], list[Path]]:
+    """(read, write, devices) for a candidate in ``workdir``; ``extra_write``: a directory the
+    trusted side made for this process alone (Nsight Compute's lock directory for the target)."""
     read, devices = machine_paths()
-    return [*read, *(Path(p) for p in extra_read)], [workdir, *(Path(p) for p in SHARED_WRITE)], devices
+    write = [workdir, *(Path(p) for p in SHARED_WRITE), *(Path(p) for p in extra_write or [])]
+    return [*read, *(Path(p) for p in extra_read)], write, devices
 
 
 @functools.cache
@@ -205,7 +209,9 @@ def toolchain_prefixes(cwd: Path) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def confine(mode: str, workdir: Path, extra_read: list[str]) -> dict[str, Any]:
+def confine(
+    mode: str, workdir: Path, extra_read: list[str], extra_write: list[str] | None = None
+) -> dict[str, Any]:
     """Confine this process (a freshly forked worker, one thread) for good. Returns what held,
     for the verdict's details; raises :class:`IsolationUnavailable` under ``required`` when a
     layer cannot be applied."""
@@ -223,7 +229,7 @@ def confine(mode: str, workdir: Path, extra_read: list[str]) -> dict[str, Any]:
         record["capabilities"] = "held"
     abi = landlock.abi_version()
     try:
-        record.update(landlock.restrict(abi, *allowed_paths(workdir, extra_read)))
+        record.update(landlock.restrict(abi, *allowed_paths(workdir, extra_read, extra_write)))
         record["landlock_abi"] = abi
     except OSError as exc:
         errors.append(f"Landlock: {exc}")

@@ -18,7 +18,6 @@ import functools
 import os
 import socket
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +42,7 @@ from evokernel.evaluation.loading import (
 )
 from evokernel.evaluation.profiling import timeline
 from evokernel.evaluation.timing import TimingSettings, time_callable
-from evokernel.evaluation.workspace import directory_env
+from evokernel.evaluation.workspace import enter_candidate_directory
 
 # Poison blocks left in the caching allocator before each candidate call: enough to cover the
 # outputs of every bundled task at full size (128 MiB) and to fill the small-block pool.
@@ -70,9 +69,7 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         guards.die_with_parent()
         # From here on the candidate's directory: its cwd, HOME, TMPDIR and caches (workspace.py);
         # the supervisor's own stay where it keeps them.
-        os.chdir(workdir)
-        os.environ.update(directory_env(workdir))
-        tempfile.tempdir = None  # gettempdir() caches its first answer
+        enter_candidate_directory(workdir)
         if request["device"] == "cuda" and request.get("isolation", "required") != "off":
             # The driver's start-up (device files, the persistence daemon's socket, /proc and
             # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on

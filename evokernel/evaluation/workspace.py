@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,15 @@ def directory_env(directory: Path) -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": str(directory / "torch_extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(directory / "torchinductor"),
     }
+
+
+def enter_candidate_directory(directory: Path) -> None:
+    """Make ``directory`` this process's cwd and the home of every cache it writes: the worker
+    after its fork, and the profiling target before it confines itself (both were started with
+    the supervisor's own directory, which their Landlock domain cannot write)."""
+    os.chdir(directory)
+    os.environ.update(directory_env(directory))
+    tempfile.tempdir = None  # gettempdir() caches its first answer
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,13 @@ def base_of(name: str) -> str:
 
 
 def run_counters(
-    ncu: str, timeline: dict[str, Any], workdir: Path, request_path: Path, mode: str, timeout_s: float
+    ncu: str,
+    timeline: dict[str, Any],
+    workdir: Path,
+    request_path: Path,
+    mode: str,
+    timeout_s: float,
+    lock_dir: Path,
 ) -> dict[str, Any]:
     """Run Nsight Compute over the target for ``timeline``'s main kernels; the merged rows or a reason."""
     kernels = selected(timeline)
@@ -175,6 +181,7 @@ def run_counters(
         proc = subprocess.Popen(
             command(ncu, log, kernels, target),
             cwd=workdir,
+            env={**os.environ, "TMPDIR": str(lock_dir)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -122,11 +122,15 @@ def _counters(
     if mode == "candidate":
         (workdir / "candidate.py").write_text(request["candidate_source"])
     with tempfile.TemporaryDirectory(prefix="evk-prof-") as tmp:
+        # Nsight Compute's interprocess lock lives in TMPDIR, which ncu and its (confined) target
+        # must share: a directory made here for the two of them, outside the candidate's.
+        lock_dir = Path(tmp) / "ncu"
+        lock_dir.mkdir(mode=0o700)
         request_path = Path(tmp) / "request.json"
-        request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
+        request_path.write_text(json.dumps({**request, "workdir": str(workdir), "ncu_tmp": str(lock_dir)}))
         with gpu.hold("counters"):
             return ncu.run_counters(
-                path, timeline, workdir, request_path, mode, min(COUNTERS_TIMEOUT_S, budget_s)
+                path, timeline, workdir, request_path, mode, min(COUNTERS_TIMEOUT_S, budget_s), lock_dir
             )
 
 

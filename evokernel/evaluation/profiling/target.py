@@ -15,7 +15,9 @@ injection) is made before, candidate code runs only after.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from evokernel.evaluation.loading import (
     make_inputs,
 )
 from evokernel.evaluation.profiling import timeline
+from evokernel.evaluation.workspace import enter_candidate_directory
 
 
 def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
@@ -62,7 +65,15 @@ def main(argv: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if mode == "candidate":
-        isolation.confine(request.get("isolation", "required"), workdir, isolation.request_reads(request))
+        # The candidate's caches in its own directory, the only one its confinement lets it write.
+        enter_candidate_directory(workdir)
+        shared = [str(request["ncu_tmp"])] if request.get("ncu_tmp") else []
+        if shared:  # Nsight Compute's lock directory (stage.py), which its injection opens here
+            os.environ["TMPDIR"] = shared[0]
+            tempfile.tempdir = None
+        isolation.confine(
+            request.get("isolation", "required"), workdir, isolation.request_reads(request), shared
+        )
         guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
         guards.refuse_network()
         if request.get("object_cache"):
