@@ -74,8 +74,11 @@ def carried_fixes(view: RunView, generation: int, max_attempts: int, first_branc
         return by_id.get(cid) or view.candidate(cid)
 
     out: list[Proposal] = []
+    sources: set[str] = set()  # a source failing twice (siblings in flight) is fixed once
     for sc in failed(previous):
-        if fix_depth(sc, lookup) >= max_attempts:
+        twin = sc.candidate.source_hash in sources
+        sources.add(sc.candidate.source_hash)
+        if twin or fix_depth(sc, lookup) >= max_attempts:
             continue
         out.append(
             Proposal(

@@ -162,9 +162,14 @@ class PikeB(Strategy):
         by_id = {sc.candidate.id: sc for sc in candidates}
         fixed = {p.parents[0] for p in made if p.operator == FIX and p.parents}
         out = []
+        sources: set[str] = set()  # a source failing twice (siblings in flight) is fixed once
         for sc in candidates:
             ev = sc.evaluation
-            if ev is None or ev.status is Status.CORRECT or sc.candidate.id in fixed:
+            if ev is None or ev.status is Status.CORRECT:
+                continue
+            twin = sc.candidate.source_hash in sources
+            sources.add(sc.candidate.source_hash)
+            if twin or sc.candidate.id in fixed:
                 continue
             depth = fix_depth(sc, by_id.get)
             if depth >= self.fix_rounds:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
 from evokernel.conformance import InstantMutator, instant_config, instant_task, run_instant
+from evokernel.conformance.instant import INCORRECT_MARK, SEED_SOURCE
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult
 from evokernel.types import Status
@@ -111,3 +113,20 @@ def test_requests_carry_the_best_kernels_of_related_tasks_never_their_own(tmp_pa
     shown = [(task, others) for task, others in mutator.seen if others]
     assert shown, "after the first phase each task has the other's best kernel to show"
     assert all(task not in others and len(others) == 1 for task, others in shown)
+
+
+def test_a_source_that_failed_twice_in_a_phase_is_fixed_once(tmp_path: Path) -> None:
+    class Twins(InstantMutator):
+        async def mutate(self, request: MutationRequest) -> MutationResult:
+            if request.proposal.operator == "mutate":  # every branch writes the same broken file
+                await asyncio.sleep(0.05)  # all three in flight at once: none sees another's
+                return MutationResult(f"{SEED_SOURCE}# same\n{INCORRECT_MARK}\n")
+            return await super().mutate(request)
+
+    params = {"branches": 3, "max_phases": 1, "fix_rounds": 1, "ideas": False}
+    lib, run = instant_run(tmp_path, "pike_b", params, mutator=Twins(fix_rate=1.0), evaluations=20)
+    props = lib.proposals(run, "t0")
+    copies = [sc for sc in lib.candidates(run, "t0") if sc.candidate.operator == "mutate"]
+    assert len(copies) == 3 and len({sc.candidate.source_hash for sc in copies}) == 1
+    assert len(generation(props, 1, "mutate")) == 3
+    assert len(generation(props, 1, "fix")) == 1
