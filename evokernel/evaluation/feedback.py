@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 import traceback
 from typing import Any
@@ -51,12 +52,39 @@ def compiler_errors(text: str, limit: int = MAX_ERROR_LINES) -> list[str]:
     return out
 
 
+# What the worker's confinement allows (isolation.py), for a refusal's reason.
+SANDBOX_ALLOWS = (
+    "a candidate may write only beneath its own directory (its cwd, HOME, TMPDIR and "
+    "TORCH_EXTENSIONS_DIR; a load_inline/load build_directory elsewhere is moved there) and /dev/shm, "
+    "and read only the system, Python, torch and CUDA directories; no network, no new processes"
+)
+
+
+def sandbox_denial(exc: BaseException) -> str:
+    """What the sandbox forbade, when ``exc`` or an exception it came from is a refused access
+    (``EACCES``/``EPERM``, which Landlock and seccomp return); "" otherwise."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, PermissionError) and seen.errno in (errno.EACCES, errno.EPERM):
+            what = f"access to {seen.filename}" if seen.filename else "this operation"
+            return f"the sandbox forbade {what}: {SANDBOX_ALLOWS}"
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 def failure_text(exc: BaseException, what: str) -> tuple[str, str]:
     """(reason, feedback) for an exception raised by candidate code. A failed build's reason and
-    feedback carry the compiler's error lines, not the start of the nvcc command line."""
+    feedback carry the compiler's error lines, not the start of the nvcc command line; a refused
+    access says what the sandbox forbade."""
     errors = compiler_errors(str(exc))
     if not errors:
-        return f"{what}{type(exc).__name__}: {str(exc)[:300]}", trim_traceback(exc)
+        reason = f"{what}{type(exc).__name__}: {str(exc)[:300]}"
+        denial = sandbox_denial(exc)
+        if denial:
+            return f"{reason}; {denial}", f"{denial}\n{trim_traceback(exc)}"
+        return reason, trim_traceback(exc)
     reason = f"{what}{type(exc).__name__}: build failed: " + " | ".join(errors[:3])
     return reason[:700], "compiler errors:\n" + "\n".join(errors) + "\n" + trim_traceback(exc, 600)
 

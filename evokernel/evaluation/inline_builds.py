@@ -28,6 +28,8 @@ Four changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, ea
   (``light_cu_fallback``), as for ``lean_cu``. Both change which declarations a build sees, never
   a line of the candidate's code; what is verified and timed is the module that was built.
 * **No -arch this nvcc cannot build for** (``arch_dropped``): :mod:`evokernel.evaluation.arch_flags`.
+* **A build directory outside the sandbox moved into it** (``redirected``, ``load_inline`` and
+  ``load``): :mod:`evokernel.evaluation.build_redirect`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from evokernel.evaluation.arch_flags import supported_architectures, without_unbuildable_architectures
+from evokernel.evaluation.build_redirect import install_makedirs, redirect_arguments
 from evokernel.evaluation.pch import header_dir
 
 counts: Counter[str] = Counter()
@@ -106,10 +109,15 @@ def light_cu_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
     return {**arguments, "cuda_sources": [UMBRELLA_INCLUDE.sub(light, source) for source in cuda]}
 
 
-def install(header_root: str | None, light: bool = True) -> None:
-    """Wrap ``load_inline`` (whatever wraps it already, e.g. the launch counter, stays inside)."""
+def install(header_root: str | None, light: bool = True, workdir: Path | None = None) -> None:
+    """Wrap ``load_inline`` and ``load`` (whatever wraps them already, e.g. the launch counter,
+    stays inside). ``workdir``: the candidate's directory (default: the current one, which the
+    worker and the profiling target enter before they install this)."""
     import torch.utils.cpp_extension as cpp_extension
 
+    own = workdir or Path.cwd()
+    _install_load(own)
+    install_makedirs(own, counts)
     original = cpp_extension.load_inline
     signature = inspect.signature(original)
 
@@ -119,7 +127,7 @@ def install(header_root: str | None, light: bool = True) -> None:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return original(*args, **kwargs)  # a wrong call: torch says what is wrong with it
-        arguments = dict(bound.arguments)
+        arguments = _in_own_directory(dict(bound.arguments), own)
         arch_fixed = _buildable_architectures(arguments.get("extra_cuda_cflags"))
         if arch_fixed is not None:
             arguments["extra_cuda_cflags"] = arch_fixed
@@ -148,6 +156,32 @@ def install(header_root: str | None, light: bool = True) -> None:
     cpp_extension.load_inline = load_inline
 
 
+def _in_own_directory(arguments: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    moved = redirect_arguments(arguments, workdir)
+    if moved is None:
+        return arguments
+    counts["redirected"] += 1
+    return moved[0]
+
+
+def _install_load(workdir: Path) -> None:
+    """``load`` (sources from files) gets only the build directory's move."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    original = cpp_extension.load
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def load(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)
+        return original(**_in_own_directory(dict(bound.arguments), workdir))
+
+    cpp_extension.load = load
+
+
 def _buildable_architectures(flags: Any) -> list[str] | None:
     """The call's CUDA flags less architectures this nvcc cannot build for (arch_flags.py)."""
     if not isinstance(flags, list) or not flags:
@@ -165,6 +199,8 @@ NOTES = (
     ("lean_cu_fallback", "rebuilt as written after failing without it"),
     ("light_cu", "with torch/types.h for torch/extension.h in the .cu"),
     ("light_cu_fallback", "rebuilt as written after failing with torch/types.h"),
+    ("redirected", "in work/redirected/ instead of a build directory outside the sandbox"),
+    ("redirected_makedirs", "directories made in work/redirected/ for os.makedirs outside the sandbox"),
 )
 
 

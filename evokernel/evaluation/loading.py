@@ -4,11 +4,19 @@ Both processes make a trial's inputs themselves from the same seed (``torch.manu
 ``get_inputs()``), so inputs never cross the process line; a worker whose inputs differ produces
 outputs that do not match, which is its own failure.
 
-Inputs and reference weights are made on the evaluation device itself (``get_inputs()`` and
-``Model(...)`` run under ``with device:``, so ``torch.randn`` draws from that device's generator):
-on a GPU the host RNG took 0.3-0.5 s per 32 M-element input in each of the two processes, for
-every trial and every timing (~40 % of an evaluation at full size), the device's takes
-microseconds. The values differ from CPU draws of the same seed, the same way on both sides.
+Inputs are made on the evaluation device itself (``get_inputs()`` runs under ``with device:``, so
+``torch.randn`` draws from that device's generator): on a GPU the host RNG took 0.3-0.5 s per
+32 M-element input in each of the two processes, for every trial and every timing (~40 % of an
+evaluation at full size), the device's takes microseconds. The values differ from CPU draws of
+the same seed, the same way on both sides.
+
+Models are built as KernelBench and PIKE build them, under every profile (:func:`build_model`):
+seeded, constructed on the CPU, then moved. Built under the device context instead, a candidate
+that makes some parameters with the legacy ``torch.Tensor(...)`` constructor (CPU whatever the
+context) and the rest as the reference does drew them from another generator than the
+reference's, got other weights, and failed a correct kernel at max error 0.055 (issue 34). One
+way for every profile, so a verdict never depends on which build path its profile took; it costs
+a host-RNG initialisation per variant and side, once per evaluation, never per trial.
 """
 
 from __future__ import annotations
@@ -81,10 +89,18 @@ def make_inputs(task: ModuleType, seed: int, device: torch.device) -> list[Any]:
         return list(to_device(task.get_inputs(), device))
 
 
-def build_reference(task: ModuleType, device: torch.device) -> Any:
+def build_model(entry: Any, init_inputs: list[Any], device: torch.device) -> Any:
+    """``entry(*init_inputs)`` after :data:`INIT_SEED`, built on the CPU and moved to ``device``,
+    in eval mode: parameters made in the same order get the same values whatever they are called
+    and whichever constructor made them."""
     torch.manual_seed(INIT_SEED)
-    with device:
-        return task.Model(*task.get_init_inputs()).to(device).eval()
+    with torch.device("cpu"):
+        model = entry(*init_inputs)
+    return model.to(device).eval()
+
+
+def build_reference(task: ModuleType, device: torch.device) -> Any:
+    return build_model(task.Model, task.get_init_inputs(), device)
 
 
 def copy_reference_weights(reference: Any, candidate: Any) -> str:

@@ -3,7 +3,8 @@
 The rules are deliberately narrow: each names one trick seen in the wild (KernelBench, METR,
 robust-kbench write-ups) and the syntax it needs. A kernel that computes its output does not need
 any of it: no threads or processes, no capture checks or external streams, no frame or
-``globals()`` inspection, no assignment into torch/time/the harness, no file or socket I/O, no
+``globals()`` inspection, no assignment into torch/time/the harness (``setattr`` on the file's own
+objects and build settings in ``os.environ`` are not that: static_patching.py), no file or socket I/O, no
 reference ``Model`` it did not define itself, no ``torch.compile`` (its Inductor kernels would
 pass the launch check), no pointer-keyed caches. What real kernels do with syntax that hacks also
 use is decided at run time from what the call did (integrity.py, supervisor.py): side streams and
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+
+from evokernel.evaluation.static_patching import environ_target, environ_violations, setattr_violations
 
 # Modules a kernel file has no reason to import: concurrency, processes, frames, raw memory, I/O.
 FORBIDDEN_MODULES: dict[str, str] = {
@@ -64,8 +67,6 @@ FORBIDDEN_CALLS: dict[str, str] = {
     "breakpoint": "introspection",
     "open": "raw-io",
     "id": "output-cache",
-    "setattr": "monkey-patch",
-    "delattr": "monkey-patch",
 }
 # Attribute names, wherever they appear (``x.<name>``).
 FORBIDDEN_ATTRS: dict[str, str] = {
@@ -154,7 +155,9 @@ RULE_HELP: dict[str, str] = {
     "threads-processes": "no threads, processes or signals: all work must happen inside the call",
     "process-control": "no fork/exec/exit/kill: the candidate may not end or spawn processes",
     "streams": "no capture checks or external streams: use torch's streams and join them before returning",
-    "monkey-patch": "no assignment into modules (torch, time, triton, the harness) or builtins",
+    "monkey-patch": "no assignment into modules (torch, time, triton, the harness) or builtins, no setattr "
+    "on objects the file did not make, no environment variables but build settings (TORCH_EXTENSIONS_DIR, "
+    "TORCH_CUDA_ARCH_LIST, MAX_JOBS, CXX, ...)",
     "introspection": "no frame, globals(), gc, module-table or dispatch-mode inspection, eval/exec, ctypes",
     "raw-io": "no files or raw stdout/stderr: results come only from the returned tensors",
     "network": "no sockets or HTTP",
@@ -188,6 +191,10 @@ def check_source(source: str) -> list[Violation]:
     own_model = _defines_own_model(tree)
     for node in ast.walk(tree):
         found.extend(_check_node(node, modules, own_model))
+    # setattr and friends: judged by whose object they change (static_patching.py).
+    found.extend(
+        Violation("monkey-patch", line, detail) for line, detail in setattr_violations(tree, modules)
+    )
     return sorted(set(found), key=lambda v: (v.line, v.rule, v.detail))
 
 
@@ -243,6 +250,8 @@ def _check_node(node: ast.AST, modules: set[str], own_model: bool) -> list[Viola
                     out.append(Violation(rule, line, f"imports {alias.name} from {node.module}"))
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
         out.append(Violation(FORBIDDEN_CALLS[node.func.id], line, f"calls {node.func.id}()"))
+    elif isinstance(node, ast.Call):
+        out.extend(Violation("monkey-patch", line, detail) for detail in environ_violations(node, modules))
     elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
         # Common words (compile, modules, write, stream, ...) count only on a module (torch.compile,
         # sys.modules, os.write, torch.cuda.stream), not on self or a tensor.
@@ -255,6 +264,11 @@ def _check_node(node: ast.AST, modules: set[str], own_model: bool) -> list[Viola
     elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
         targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
         for target in targets:
+            env = environ_target(target, modules)
+            if env is not None:  # os.environ[key]: only build settings (static_patching.py)
+                if env:
+                    out.append(Violation("monkey-patch", line, env))
+                continue
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Attribute | ast.Subscript) and _root_name(sub) in modules:
                     out.append(Violation("monkey-patch", line, f"assigns into {_root_name(sub)}"))

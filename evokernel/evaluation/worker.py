@@ -28,8 +28,8 @@ import torch
 from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation, remote_builds
 from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
-    INIT_SEED,
     bitwise_equal,
+    build_model,
     build_reference,
     candidate_class,
     clone,
@@ -129,7 +129,9 @@ class _Worker:
         # The last trial's outputs, alive until the supervisor's next command (it copies shared
         # ones before sending it), and the tensors whose IPC handles it was sent.
         self.outputs: list[Any] = []
+        self.runs_outputs: list[list[Any]] = []
         self.shared: list[torch.Tensor] = []
+        self.held_inputs: list[Any] = []
 
     def loop(self) -> None:
         handlers = {
@@ -144,7 +146,7 @@ class _Worker:
         while True:
             command, _ = channel.recv(self.sock)
             if command["op"] != "outputs" and self.outputs:
-                shared, self.outputs, self.shared = bool(self.shared), [], []
+                shared, self.outputs, self.shared, self.runs_outputs = bool(self.shared), [], [], []
                 if shared:
                     # Blocks the supervisor mapped wait in torch's IPC limbo until their reference
                     # counters drop; hand them back to the allocator now, before the next poisoning
@@ -192,18 +194,15 @@ class _Worker:
         }, b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        self.held_inputs = []
         # The task from the request in memory, as the supervisor loads it (workspace.py).
         self.task = load_source(
             self.request_source, f"evokernel_reference_{command['index']}", command["overrides"]
         )
         reference = build_reference(self.task, self.device)
         try:
-            # The reference's seed, as KernelBench and PIKE build both: parameters made in the same
-            # order get the same values whatever the candidate calls them.
-            torch.manual_seed(INIT_SEED)
-            with self.device:  # parameters made on the device, as the reference's (loading.py)
-                self.model = self.entry(*self.task.get_init_inputs())
-            self.model = self.model.to(self.device).eval()
+            # As the reference, and as KernelBench and PIKE build both (loading.build_model).
+            self.model = build_model(self.entry, self.task.get_init_inputs(), self.device)
         except Exception as exc:
             what = f"{self.entry.__name__}(...) raised {type(exc).__name__}"
             raise CandidateFailure("runtime_error", what, trim_traceback(exc)) from exc
@@ -286,13 +285,20 @@ class _Worker:
             outputs.append(flatten(out))
         self.out_bytes = sum(t.numel() * t.element_size() for t in outputs[0] if isinstance(t, torch.Tensor))
         deterministic = all(bitwise_equal(outputs[0], o) for o in outputs[1:])
-        self.outputs = outputs[0]
+        self.outputs, self.runs_outputs = outputs[0], outputs
+        # This trial's inputs stay alive until the next trial of the variant has made its own, so
+        # the model sees each trial's values at other addresses: a CUDA graph (or any result)
+        # captured on the first input and replayed without copying the new one in reads the old
+        # values and fails there, instead of passing when the allocator hands the address back.
+        self.held_inputs = call_inputs
         meta, blob = channel.encode_tensors(self.outputs, self.shared if command.get("ipc") else None)
         return {"ok": True, "runs": runs, "deterministic": deterministic, "outputs": meta}, blob
 
     def resend(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """The last trial's outputs as bytes, for a supervisor that could not open their handles."""
-        meta, blob = channel.encode_tensors(self.outputs)
+        """The last trial's outputs as bytes: for a supervisor that could not open their handles,
+        or (``run``: 1) the repeat's, when it differed bit for bit from the first run."""
+        run = int(command.get("run", 0))
+        meta, blob = channel.encode_tensors(self.runs_outputs[run] if run else self.outputs)
         return {"ok": True, "outputs": meta}, blob
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:

@@ -18,7 +18,7 @@ from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import Child, Launch, popen_launcher, run_sandboxed
 from evokernel.tasks import load_task
 from evokernel.types import Evaluation
-from tests.core.corpus import ROOT, Case, Expectation, assert_supervised_verdict, corpus
+from tests.core.corpus import ROOT, Case, Expectation, assert_supervised_verdict, corpus, load_case
 
 FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 HACKS = [c for c in corpus("hack") if c.device == "cpu"]
@@ -94,6 +94,15 @@ def test_legit_kernel_passes(case: Case) -> None:
     ev = evaluate(case)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
     assert ev.speedup_eager and ev.runtime_ms and ev.interpreter
+
+
+@pytest.mark.slow
+def test_runs_that_differ_within_tolerance_are_a_fact_not_a_refusal() -> None:
+    """Issue 34: atomics or split-K make two runs differ in the last bits; both match the
+    reference, so the verdict records it instead of refusing the kernel."""
+    ev = evaluate(load_case(ROOT / "tests/fixtures/legit/axpy_nondeterministic_within_tolerance.py"))
+    assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+    assert any("both within tolerance" in line for line in ev.details["nondeterministic"])
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import torch
 from evokernel.evaluation import guards, inline_builds, isolation, remote_builds
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import (
-    INIT_SEED,
+    build_model,
     build_reference,
     candidate_class,
     copy_reference_weights,
@@ -47,10 +47,7 @@ def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.devi
     entry = candidate_class(module)
     if entry is None:
         raise SystemExit("the candidate defines no ModelNew")
-    torch.manual_seed(INIT_SEED)
-    with device:
-        model = entry(*task.get_init_inputs())
-    model = model.to(device).eval()
+    model = build_model(entry, task.get_init_inputs(), device)
     copy_reference_weights(reference, model)
     return model, task
 
