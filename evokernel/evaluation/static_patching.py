@@ -62,6 +62,10 @@ def _literal_key(node: ast.expr | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _root(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def is_environ(node: ast.expr, modules: set[str]) -> bool:
     """``os.environ`` (any module-rooted ``.environ``) or a bare ``environ`` imported from os."""
     if isinstance(node, ast.Attribute) and node.attr == "environ":
@@ -79,8 +83,10 @@ def environ_target(target: ast.expr, modules: set[str]) -> str | None:
 
 
 def _env_detail(keys: list[str | None]) -> str:
-    names = ", ".join(sorted({k or "a variable it does not name literally" for k in keys}))
-    return f"sets environment variable {names}, which is not a build setting"
+    names = sorted({k for k in keys if k})
+    if not names:
+        return "sets an environment variable it does not name literally (only build settings may be set)"
+    return f"sets environment variable {', '.join(names)}, which is not a build setting"
 
 
 def _env_call_keys(call: ast.Call) -> list[str | None]:
@@ -88,9 +94,10 @@ def _env_call_keys(call: ast.Call) -> list[str | None]:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else ""
     if name == "update":
-        if call.keywords or len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
+        keys: list[str | None] = [k.arg for k in call.keywords]  # None for **mapping
+        if len(call.args) > 1 or (call.args and not isinstance(call.args[0], ast.Dict)):
             return [None]
-        return [_literal_key(k) for k in call.args[0].keys]
+        return keys + [_literal_key(k) for arg in call.args if isinstance(arg, ast.Dict) for k in arg.keys]
     if name in ("popitem", "clear"):
         return [None]
     return [_literal_key(call.args[0]) if call.args else None]
@@ -102,8 +109,8 @@ def environ_violations(call: ast.Call, modules: set[str]) -> list[str]:
     if not isinstance(func, ast.Attribute):
         return []
     writes = is_environ(func.value, modules) and func.attr in _ENV_WRITES
-    os_call = func.attr in ("putenv", "unsetenv") and isinstance(func.value, ast.Name)
-    if not (writes or (os_call and isinstance(func.value, ast.Name) and func.value.id in modules)):
+    os_call = func.attr in ("putenv", "unsetenv") and _root(func.value) in modules
+    if not (writes or os_call):
         return []
     bad = [key for key in _env_call_keys(call) if key not in BUILD_ENV]
     if not bad:

@@ -27,6 +27,42 @@ def test_honest_kernels_break_no_rule(path: object) -> None:
     [
         ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "monkey-patch"),
         ("import triton\nsetattr(triton, 'jit', None)\n", "monkey-patch"),
+        # setattr on what the file did not make: a module, a parameter, a name also bound elsewhere.
+        ("def patch(m):\n    setattr(m, 'allclose', None)\n", "monkey-patch"),
+        ("import torch\nm = getattr(torch, 'cuda')\nsetattr(m, 'synchronize', None)\n", "monkey-patch"),
+        (
+            "import torch\nimport torch.nn as nn\nb = nn.Linear(1, 1)\nb = torch\nsetattr(b, 'equal', 0)\n",
+            "monkey-patch",
+        ),
+        (
+            "import torch\nclass A:\n    def __new__(cls):\n        return torch\nsetattr(A(), 'equal', 0)\n",
+            "monkey-patch",
+        ),
+        ("import torch\nobject.__setattr__(torch, 'allclose', None)\n", "monkey-patch"),
+        ("import time\ntime.__setattr__('perf_counter', None)\n", "monkey-patch"),
+        (
+            "import torch\nclass P:\n    def patch(self):\n"
+            "        setattr(self, 'allclose', 0)\nP.patch(torch)\n",
+            "monkey-patch",
+        ),
+        (
+            "import torch\nclass P:\n    def f(self):\n        self = torch\n"
+            "        setattr(self, 'equal', 0)\n",
+            "monkey-patch",
+        ),
+        (
+            "import torch\nclass P:\n    @staticmethod\n    def f(self):\n"
+            "        setattr(self, 'equal', 0)\n",
+            "monkey-patch",
+        ),
+        # Environment variables that are not build settings, however the write is spelled.
+        ("import os\nos.environ['TRITON_INTERPRET'] = '0'\n", "monkey-patch"),
+        ("import os\nos.environ.setdefault('CUDA_LAUNCH_BLOCKING', '1')\n", "monkey-patch"),
+        ("import os\nos.environ.update({'MAX_JOBS': '4', 'PATH': '/x'})\n", "monkey-patch"),
+        ("import os\nkey = 'MAX_JOBS'\nos.environ[key] = '4'\n", "monkey-patch"),
+        ("import os\ndel os.environ['PATH']\n", "monkey-patch"),
+        ("import os\nos.putenv('LD_PRELOAD', 'x.so')\n", "monkey-patch"),
+        ("from os import environ\nenviron.clear()\n", "monkey-patch"),
         ("import torch\ns = torch.cuda.ExternalStream(0)\n", "streams"),
         ("import torch\nif torch.cuda.is_current_stream_capturing():\n    pass\n", "streams"),
         ("class ModelNew:\n    def forward(self, x):\n        return Model()(x)\n", "reference-model"),
@@ -76,3 +112,26 @@ def test_what_is_decided_at_run_time_breaks_no_rule() -> None:
 def test_module_level_import_guard_is_allowed_and_every_rule_is_documented() -> None:
     assert check_source("try:\n    import triton\nexcept ImportError:\n    triton = None\n") == []
     assert {v.rule for c in STATIC_HACKS for v in check_source(c.path.read_text())} <= set(RULE_HELP)
+
+
+def test_setattr_on_the_files_own_objects_and_build_settings_break_no_rule() -> None:
+    """Issue 34: published models register layers with ``setattr(self, ...)`` and set build
+    settings in ``os.environ``; the rule judges whose object or variable is changed."""
+    layers = (
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self, n):\n"
+        "        super().__init__()\n        for i in range(n):\n"
+        "            setattr(self, f'conv{i}', nn.Conv2d(3, 3, 1))\n"
+        "        block = nn.Sequential()\n        setattr(block, 'act', nn.ReLU())\n"
+        "        self.block = block\n        delattr(self, 'conv0')\n"
+        "        super().__setattr__('scale', 2.0)\n        object.__setattr__(self, 'n', n)\n"
+        "        nn.Module.__setattr__(self, 'm', n)\n"
+        "class Holder:\n    pass\nholder = Holder()\nsetattr(holder, 'x', 1)\n"
+    )
+    assert check_source(layers) == []
+    settings = (
+        "import os\nfrom os import environ\nos.environ['TORCH_EXTENSIONS_DIR'] = '/tmp/torch_extensions'\n"
+        "os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\nos.environ.setdefault('MAX_JOBS', '4')\n"
+        "os.environ.update({'CXX': 'g++', 'CUDA_HOME': '/usr/local/cuda'})\nenviron['CC'] = 'gcc'\n"
+        "os.environ.update(NVCC_APPEND_FLAGS='-lineinfo')\n"
+    )
+    assert check_source(settings) == []
