@@ -192,11 +192,12 @@ class LiveRun(ProgressPrinter):
         state.usd = float(state.library.llm_usage(state.run_id)["cost_usd"])
         state.usd_read_at = now
 
-    def _read_health(self) -> None:
-        """The pool's figures now (one read per redraw for all runs of the board); called from the
-        run's own thread, never from rich's refresh thread, which must not touch the pool."""
+    def _read_health(self, force: bool = False) -> None:
+        """The pool's figures now (one read per redraw for all runs of the board; ``force``: a
+        task's end, so its last frame counts its last evaluation); called from the run's own
+        thread, never from rich's refresh thread, which must not touch the pool."""
         now = time.monotonic()
-        if self._pool is None or now - self.board.health_at < HEALTH_EVERY_S:
+        if self._pool is None or (not force and now - self.board.health_at < HEALTH_EVERY_S):
             return
         self.board.health_at = now
         health = self._pool.health()
@@ -204,7 +205,7 @@ class LiveRun(ProgressPrinter):
             self.board.health = health_line(health)
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
-        self._read_health()
+        self._read_health(force=kind == "task_done")
         st = self._tasks.get(str(data.get("task", "")))
         if kind == "evaluated" and st is not None:
             sc: Scored = data["scored"]
