@@ -111,13 +111,15 @@ def light_cu_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
 
 def install(header_root: str | None, light: bool = True, workdir: Path | None = None) -> None:
     """Wrap ``load_inline`` and ``load`` (whatever wraps them already, e.g. the launch counter,
-    stays inside). ``workdir``: the candidate's directory (default: the current one, which the
-    worker and the profiling target enter before they install this)."""
+    stays inside). ``workdir``: the confined candidate's directory, where a build directory
+    outside it is moved (build_redirect.py); None (an unconfined process: the precompiled
+    header's own test, a tool) moves nothing."""
     import torch.utils.cpp_extension as cpp_extension
 
-    own = workdir or Path.cwd()
-    _install_load(own)
-    install_makedirs(own, counts)
+    own = workdir
+    if own is not None:
+        _install_load(own)
+        install_makedirs(own, counts)
     original = cpp_extension.load_inline
     signature = inspect.signature(original)
 
@@ -127,7 +129,9 @@ def install(header_root: str | None, light: bool = True, workdir: Path | None = 
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return original(*args, **kwargs)  # a wrong call: torch says what is wrong with it
-        arguments = _in_own_directory(dict(bound.arguments), own)
+        arguments = dict(bound.arguments)
+        if own is not None:
+            arguments = _in_own_directory(arguments, own)
         arch_fixed = _buildable_architectures(arguments.get("extra_cuda_cflags"))
         if arch_fixed is not None:
             arguments["extra_cuda_cflags"] = arch_fixed

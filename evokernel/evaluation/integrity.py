@@ -36,7 +36,8 @@ around the call, and subverting it takes code the static rules refuse by name (d
 introspection, monkey-patching, importing the harness); what it catches is the common reward hack
 (the reference's forward pasted after a token launch), not an adversary who rewrites the recorder.
 
-These facts travel to the supervisor, which decides; see :mod:`evokernel.evaluation.harness`.
+These facts travel to the supervisor, which decides by one table of rules
+(:mod:`evokernel.evaluation.rules`); see also :mod:`evokernel.evaluation.harness`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ from evokernel.evaluation.launch_hooks import (
 __all__ = [
     "NOT_COMPUTE",
     "ComputeOps",
-    "broken_rule",
     "changed_harness",
     "child_processes",
     "compute_op_name",
@@ -239,41 +239,3 @@ def side_stream_work(timing: dict[str, Any]) -> str | None:
         f"kernel: {probe:.4g} ms; {excess:.4g} ms more per call, pair by pair) but that stream "
         f"took only {timing['median_ms']:.4g} ms a call: work ran outside the timed stream"
     )
-
-
-def broken_rule(
-    facts: dict[str, Any], where: str, allow_torch: bool, fallback_note: str = ""
-) -> tuple[str, str] | None:
-    """The first rule a call's facts break, as ``(rule, reason)``, or None. ``where`` names the
-    call; ``fallback_note`` is appended when the own-kernel rule breaks (why a caught build made
-    the PyTorch fallback run)."""
-    changed = facts.get("changed_harness") or []
-    if changed:
-        return ("harness-modified", f"{where}: replaced {', '.join(map(str, changed))}")
-    if facts.get("new_threads"):
-        return ("threads", f"{where}: {facts['new_threads']} thread(s) still alive after the call")
-    if facts.get("new_processes"):
-        return ("processes", f"{where}: {facts['new_processes']} child process(es) left running")
-    if facts.get("stream_changed"):
-        return ("streams", f"{where}: the call left a different current stream")
-    if facts.get("streams_left_running"):
-        return (
-            "side-stream",
-            f"{where}: work on {facts['streams_left_running']} other stream(s) was still running "
-            f"after the call's own stream had finished (the GPU stayed busy "
-            f"{facts.get('left_running_ms', 0):.4g} ms more): the call forked work it did not join "
-            "back, which a timer on its stream never sees",
-        )
-    if facts.get("failed_launches"):
-        return (
-            "fallback",
-            f"{where}: a kernel launch raised ({facts.get('last_launch_failure') or 'an error'}) and the "
-            "call returned anyway: its try/except fallback ran instead of the kernel",
-        )
-    if not allow_torch and int(facts.get("launches", 0)) < 1:
-        return (
-            "own-kernel",
-            f"{where}: the call launched no Triton or CUDA kernel of its own (computed with PyTorch "
-            "ops, called the reference, or returned a cached result)" + fallback_note,
-        )
-    return None

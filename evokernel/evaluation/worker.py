@@ -40,6 +40,7 @@ from evokernel.evaluation.loading import (
     load_source,
     make_inputs,
 )
+from evokernel.evaluation.observe import Observation
 from evokernel.evaluation.profiling import timeline
 from evokernel.evaluation.timing import TimingSettings, time_callable
 from evokernel.evaluation.workspace import enter_candidate_directory
@@ -89,7 +90,12 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         if request.get("object_cache") and confined.get("mode") != "off":
             remote_builds.install(functools.partial(_ask_supervisor, sock), workdir)
         integrity.install_launch_hooks()
-        inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
+        # Outside the confinement a build directory needs no move (isolation off: tests, benchmarks).
+        inline_builds.install(
+            request.get("torch_pch"),
+            light=request.get("light_cuda_headers", True),
+            workdir=workdir if confined.get("mode") != "off" else None,
+        )
         _Worker(sock, request, workdir, confined).loop()
     except channel.ChannelError:
         code = 3  # the supervisor went away; nothing to report to
@@ -164,15 +170,12 @@ class _Worker:
 
     def build(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         # Threads and processes the import leaves running predate every call's own count.
-        threads, children = integrity.python_threads(), integrity.child_processes()
+        observed = Observation(self.snapshot, self.device)
         try:
             self.candidate_module = load_module(self.workdir / "candidate.py", "evokernel_candidate")
         except Exception as exc:
             raise CandidateFailure("compile_error", *failure_text(exc, "import failed: ")) from exc
-        started = {
-            "new_threads": len(integrity.python_threads() - threads),
-            "new_processes": len(integrity.child_processes() - children),
-        }
+        import_facts = observed.facts()
         self.entry = candidate_class(self.candidate_module)
         if self.entry is None:
             raise CandidateFailure(
@@ -182,11 +185,9 @@ class _Worker:
             # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
             torch.empty(1, device=self.device)
             self.pool_streams = integrity.pool_streams(self.device)
-        changed = integrity.changed_harness(self.snapshot)
         return {
             "ok": True,
-            "changed_harness": changed,
-            **started,
+            "facts": import_facts,
             "inline_builds": dict(inline_builds.counts),
             "entry_class": self.entry.__name__,
             "failed_builds": list(integrity.failed_builds),
@@ -220,35 +221,20 @@ class _Worker:
         return {"ok": True, "runs": [facts]}, b""
 
     def _call(self, inputs: list[Any], record_ops: bool = False) -> tuple[Any, dict[str, Any]]:
-        threads, children = integrity.python_threads(), integrity.child_processes()
-        before, failed_before = integrity.launches(), integrity.failed_launches()
-        left_running = (0, 0.0)
-        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        observed = Observation(self.snapshot, self.device)
         recorder = integrity.ComputeOps() if record_ops else contextlib.nullcontext()
         try:
             with torch.no_grad(), recorder:
                 out = self.model(*inputs)
-            if stream is not None:
-                # Work forked onto other streams must be joined back to the call's stream, or it
-                # ends after it, unseen by a timer on that stream (rule side-stream).
-                left_running = integrity.streams_left_running(self.pool_streams, stream)
+            observed.work_left(self.pool_streams)
+            if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             reason, feedback = failure_text(exc, "")
             limit = guards.limit_reached(exc)
             raise CandidateFailure(status, f"{limit} ({reason})" if limit else reason, feedback) from exc
-        facts = {
-            "launches": integrity.launches() - before,
-            "failed_launches": integrity.failed_launches() - failed_before,
-            "last_launch_failure": integrity.last_launch_failure(),
-            "streams_left_running": left_running[0],
-            "left_running_ms": left_running[1],
-            "new_threads": len(integrity.python_threads() - threads),
-            "new_processes": len(integrity.child_processes() - children),
-            "stream_changed": stream is not None and torch.cuda.current_stream(self.device) != stream,
-            "changed_harness": integrity.changed_harness(self.snapshot),
-        }
+        facts = observed.facts()
         if isinstance(recorder, integrity.ComputeOps):
             facts["aten_ops"] = dict(recorder.ops)
         return out, facts
@@ -290,7 +276,7 @@ class _Worker:
         # the model sees each trial's values at other addresses: a CUDA graph (or any result)
         # captured on the first input and replayed without copying the new one in reads the old
         # values and fails there, instead of passing when the allocator hands the address back.
-        self.held_inputs = call_inputs
+        self.held_inputs = [inputs, call_inputs]
         meta, blob = channel.encode_tensors(self.outputs, self.shared if command.get("ipc") else None)
         return {"ok": True, "runs": runs, "deterministic": deterministic, "outputs": meta}, blob
 
@@ -311,8 +297,7 @@ class _Worker:
         assert self.task is not None
         sets = [make_inputs(self.task, int(seed), self.device) for seed in command["rotation"]]
         buffers = clone(sets[0])
-        before = integrity.launches()
-        threads, children = integrity.python_threads(), integrity.child_processes()
+        observed = Observation(self.snapshot, self.device)
         calls, turn = [0], [0]
 
         def refill() -> None:
@@ -320,8 +305,12 @@ class _Worker:
             _copy_values(buffers, sets[turn[0] % len(sets)])
 
         def run() -> Any:
+            out = self.model(*buffers)
+            # A call counts once it returned: one that raised inside the harness's own graph
+            # capture (timing._time_graph; replaying the model's graph there is refused by CUDA)
+            # produced nothing, and a legit per-shape graph model was refused for it (issue 34).
             calls[0] += 1
-            return self.model(*buffers)
+            return out
 
         with torch.no_grad():
             try:
@@ -330,14 +319,8 @@ class _Worker:
                 raise CandidateFailure(
                     "runtime_error", f"{type(exc).__name__} while timing", trim_traceback(exc)
                 ) from exc
-        facts = {
-            "timing": result.to_dict(),
-            "calls": calls[0],
-            "launches": integrity.launches() - before,
-            "new_threads": len(integrity.python_threads() - threads),
-            "new_processes": len(integrity.child_processes() - children),
-            "changed_harness": integrity.changed_harness(self.snapshot),
-        }
+        observed.work_left(self.pool_streams)
+        facts = {"timing": result.to_dict(), "facts": observed.facts(calls[0])}
         _copy_values(buffers, make_inputs(self.task, int(command["check_seed"]), self.device))
         self._poison()
         out, check_facts = self._call(buffers)

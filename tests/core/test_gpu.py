@@ -42,17 +42,35 @@ CPU_HACKS_ON_GPU = (
 CPU_LEGIT_ON_GPU = ("axpy_never_taken_guard", "linear_renamed_parameters")
 
 
-def run(task: Task, source: str, timeout_s: float = 300, static_checks: bool = True) -> Evaluation:
+def run(
+    task: Task, source: str, timeout_s: float = 300, static_checks: bool = True, profile: str = "strict"
+) -> Evaluation:
     request = build_request(
         task,
         source,
         device="cuda",
         scale="full",
         timing=GPU_TIMING,
-        evaluation=EvaluationConfig(compile_baseline="off"),
+        evaluation=EvaluationConfig(compile_baseline="off", profile=profile),
         static_checks=static_checks,
     )
     return run_sandboxed(request, timeout_s)
+
+
+@pytest.mark.parametrize("profile", ["strict", "kernelbench", "kernelbench-v0"])
+def test_cuda_graphs_are_judged_by_what_they_compute(profile: str) -> None:
+    """Issue 34: a graph per shape with each call's input copied in passes under every profile;
+    the graph captured on the first input and replayed without copying is refused under every
+    profile by correctness itself, naming the trial that came out stale."""
+    from tests.core.corpus import load_case
+
+    legit = load_case(FIXTURES / "legit" / "axpy_cuda_graph.py")
+    ev = run(load_task(legit.task), legit.path.read_text(), profile=profile)
+    assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+    stale = load_case(FIXTURES / "hacks" / "graph_captured_on_first_input.py")
+    ev = run(load_task(stale.task), stale.path.read_text(), profile=profile)
+    assert (ev.status, ev.stage) == (Status.INCORRECT, "correctness"), f"{ev.status.value}: {ev.reason}"
+    assert "seed 1" in ev.reason
 
 
 def check(ev: Evaluation, expect: Expectation) -> None:

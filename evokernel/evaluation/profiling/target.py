@@ -76,7 +76,9 @@ def main(argv: list[str]) -> int:
         if request.get("object_cache"):
             # The worker's extensions, from the node's object cache, instead of building them again.
             remote_builds.install(remote_builds.recorded(workdir, request["object_cache"]), workdir)
-        inline_builds.install(request.get("torch_pch"), light=request.get("light_cuda_headers", True))
+        inline_builds.install(
+            request.get("torch_pch"), light=request.get("light_cuda_headers", True), workdir=workdir
+        )
     model, task = _model(request, workdir, mode, device)
     inputs = make_inputs(task, 0, device)
     if len(argv) > 3:
