@@ -232,7 +232,7 @@ def test_no_process_environment_on_the_node_is_readable_by_the_candidate(axpy_ta
 
 def test_ray_processes_start_without_the_drivers_secrets(tmp_path: Path) -> None:
     """Finding 3, the actor's side: the local cluster (and so every actor) starts from the driver's
-    environment less its secrets, and the actor cannot be read by a same-user process."""
+    environment less its secrets (a Ray worker reads its own environment here)."""
     canary = "sk-evk-canary-" + secrets.token_hex(8)
     script = textwrap.dedent(
         """
@@ -242,15 +242,11 @@ def test_ray_processes_start_without_the_drivers_secrets(tmp_path: Path) -> None
 
         @ray.remote(num_cpus=0)
         def environ():
-            from evokernel.evaluation import privileges
-            privileges.make_nondumpable()
             with open("/proc/self/environ", "rb") as f:
-                env = f.read().decode(errors="replace")
-            status = open("/proc/self/status").read()
-            return env, status
+                return f.read().decode(errors="replace")
         init_ray(RayConfig(num_cpus=1))
-        env, status = ray.get(environ.remote())
-        print("EVK-RAY " + json.dumps({"env": env, "status": status}))
+        env = ray.get(environ.remote())
+        print("EVK-RAY " + json.dumps({"env": env}))
         ray.shutdown()
         """
     )
