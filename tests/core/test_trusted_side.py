@@ -25,6 +25,7 @@ from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.evaluation.workspace import read_tail
 from evokernel.types import Evaluation, Status, Task
+from tests.core.isolation_probes import AXPY
 
 FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,38 +33,13 @@ needs_isolation = pytest.mark.skipif(
     landlock.abi_version() < 1 or not seccomp.available(), reason="this kernel has no Landlock or seccomp"
 )
 
-# A Triton axpy whose output is ``{result}`` and whose import runs ``{escape}`` first.
-CANDIDATE = """
-import json, os, sys, time
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-{escape}
-
-
-@triton.jit
-def _axpy(x_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    b = tl.load(b_ptr + offs, mask=mask)
-    tl.store(y_ptr + offs, {result}, mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x, b):
-        y = torch.empty_like(x)
-        n = x.numel()
-        _axpy[(triton.cdiv(n, 64),)](x, b, y, n, BLOCK=64)
-        return y
-"""
-HONEST = "3.0 * x + b"
+# The isolation probes' Triton axpy (its import runs ``{escape}`` first), here with its output
+# expression replaceable: a wrong kernel shows whether a planted reference was believed.
+HONEST = "3.0 * x + tl.load(b_ptr + offs, mask=mask)"
 
 
 def candidate(escape: str, result: str = HONEST) -> str:
-    return CANDIDATE.format(escape=textwrap.dedent(escape), result=result)
+    return AXPY.format(escape=textwrap.dedent(escape)).replace(HONEST, result)
 
 
 def evaluate(task: Task, source: str) -> Evaluation:
