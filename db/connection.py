@@ -8,6 +8,7 @@ SQLAlchemy as a URL, e.g. ``postgresql+psycopg://user@host/db``. Alembic is the 
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,21 @@ def normalize_url(url_or_path: str | Path) -> str:
     return f"sqlite:///{path}"
 
 
+def _enable_wal(cur: Any) -> None:
+    """WAL mode (persistent in the file, so a no-op once set). Drivers opening a fresh file at the
+    same moment both try to switch it, and the switch can answer "database is locked" at once,
+    without waiting out the busy timeout (seen under load with 2 drivers): retried, bounded."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -48,7 +64,7 @@ def make_engine(url: str) -> Engine:
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(cur)
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
             cur.execute("PRAGMA foreign_keys=ON")
             # NORMAL is durable under WAL except for the last transactions on power loss, not on a
