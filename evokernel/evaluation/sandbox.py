@@ -1,10 +1,12 @@
 """Run one evaluation in a fresh process group that a timeout kills, and classify what came back.
 
 Stage 1 (static, :mod:`evokernel.evaluation.static`) runs here, before any process starts. Then
-the supervisor process (:mod:`evokernel.evaluation.harness`) gets its own temporary working
-directory, an environment built from an allow-list (no API keys, tokens or proxy settings), its
-output captured in a file whose size the worker's ``RLIMIT_FSIZE`` caps and of which only the
-tail is read, and a new session so that killing the group also kills anything it spawned.
+the supervisor process (:mod:`evokernel.evaluation.harness`) gets a trusted root of its own with
+the candidate's directory inside it (:mod:`evokernel.evaluation.workspace`), an environment built
+from an allow-list (no API keys, tokens or proxy settings), its output captured in a file beside
+the request, out of the candidate's reach, whose size the worker's ``RLIMIT_FSIZE`` caps and of
+which only a bounded tail is read without following links, and a new session so that killing it
+(frozen first, then killed: :mod:`evokernel.evaluation.sessions`) also kills anything it spawned.
 
 The verdict arrives on a pipe, signed with a key this process made for this evaluation and handed
 to the supervisor on a second pipe (see harness.py for why the candidate cannot learn it). An
