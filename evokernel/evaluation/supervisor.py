@@ -6,8 +6,9 @@ worker is driven over :mod:`evokernel.evaluation.channel`; every wait has the ev
 deadline, so a hang is a ``timeout`` of the stage it happened in, and a worker that dies is
 ``crashed`` with its signal or exit code.
 
-Over ~300 lines (345) on purpose: the stage sequence is one concept, read top to bottom; the
-worker process's handling (worker_process.py), the verdict (verdict.py) and the profiling stage
+Over ~300 lines (about 400) on purpose: the stage sequence up to timing is one concept, read top
+to bottom; the worker process's handling (worker_process.py), the rule table (rules.py), the
+timing stage (timing_stage.py), the verdict (verdict.py) and the profiling stage
 (profiling/stage.py) are apart.
 """
 
@@ -23,26 +24,19 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, integrity, rules
-from evokernel.evaluation.baselines import measure_reference_baselines
-from evokernel.evaluation.correctness import compare
+from evokernel.evaluation import channel, integrity, rules, timing_stage
+from evokernel.evaluation.correctness import Comparison, compare
 from evokernel.evaluation.cpu_usage import supervisor_seconds
-from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_source, make_inputs
 from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
-from evokernel.evaluation.verdict import StageFailure, correct_evaluation
+from evokernel.evaluation.verdict import StageFailure
 from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
 
 __all__ = ["StageFailure", "Supervisor"]
-
-# The timed calls' inputs alternate between these seeds' values (refilled in place before every
-# call); the check call after them gets a seed no trial or timed call used.
-TIMING_SEEDS = (0, 1)
-TIMING_CHECK_SEED = 7_000_003
 
 
 class Supervisor:
@@ -284,7 +278,7 @@ class Supervisor:
             "own kernel launched in every call; no fallback taken; no threads, processes or harness "
             "changes; no work left running on other streams"
         )
-        return self._timing(worst)
+        return timing_stage.run(self, worst)
 
     @property
     def ipc(self) -> bool:
@@ -307,6 +301,18 @@ class Supervisor:
                 return channel.decode_tensors(list(header["outputs"]), blob, self.device)
         except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise self.reject("protocol", f"undecodable outputs: {exc}") from exc
+
+    def compared(
+        self, header: dict[str, Any], key: str, blob: bytearray, expected: list[Any], what: str
+    ) -> Comparison:
+        """The outputs the worker sent as bytes under ``header[key]``, compared with ``expected``;
+        outputs that do not decode are the worker's protocol violation."""
+        try:
+            meta = list(header[key])
+            got = channel.decode_tensors(meta, blob, self.device)
+        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise self.reject("protocol", f"undecodable outputs of {what}: {exc}") from exc
+        return compare(got, expected, self.tolerance, [m.get("device") for m in meta])
 
     def _init_device(self) -> None:
         if self.device.type == "cuda":
@@ -383,11 +389,7 @@ class Supervisor:
         both match the reference are normal GPU practice (atomics in a reduction, split-K): a fact
         of the verdict (``details["nondeterministic"]``), not a refusal (issue 34)."""
         second, blob = self._ask({"op": "outputs", "run": 1}, None)
-        try:
-            got = channel.decode_tensors(list(second["outputs"]), blob, self.device)
-        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise self.reject("protocol", f"undecodable outputs of the repeat: {exc}") from exc
-        result = compare(got, expected, self.tolerance, [m.get("device") for m in second["outputs"]])
+        result = self.compared(second, "outputs", blob, expected, "the repeat")
         if not result.ok:
             raise StageFailure(
                 Status.INCORRECT,
@@ -400,56 +402,3 @@ class Supervisor:
             f"{where}: two runs on the same input differ in the last bits, both within tolerance "
             f"(max abs error of the second {result.max_abs_error:.3g})"
         )
-
-    def _check_timed_result(self, header: dict[str, Any], blob: bytearray) -> None:
-        """The call after the timed ones ran on values none of them saw, in the same buffers: its
-        output must match the reference's on those values (worker.time says why)."""
-        assert self.timed_reference is not None
-        task, reference = self.timed_reference
-        try:
-            got = channel.decode_tensors(list(header["check_outputs"]), blob, self.device)
-        except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise self.reject("protocol", f"undecodable outputs of the timing check: {exc}") from exc
-        with self.gpu.hold("reference"), torch.no_grad():
-            expected = flatten(reference(*make_inputs(task, TIMING_CHECK_SEED, self.device)))
-        result = compare(got, expected, self.tolerance, [m.get("device") for m in header["check_outputs"]])
-        if not result.ok:
-            raise self.reject(
-                "timed-result",
-                "after the timed calls, the same input buffers refilled with new values gave a wrong "
-                f"result ({result.message}): the timed calls returned something other than a "
-                "computation on their inputs (a result cached by the inputs' identity?)",
-            )
-
-    def _timing(self, worst: float) -> Evaluation:
-        self.enter("timing")
-        if len(self.request["overrides"]) > 1 or self.request.get("unseen") is not None:
-            self.ask({"op": "variant", "index": 0, "overrides": self.request["overrides"][0]})
-        command = {
-            "op": "time",
-            "rotation": list(TIMING_SEEDS),
-            "check_seed": TIMING_CHECK_SEED,
-            "settings": self.request["timing"],
-        }
-        header, blob = self.ask(command)
-        self.check_facts(header.get("facts"), "timing", "timing")
-        self.check_facts(header.get("check"), "check", "timing, the call after the timed ones")
-        self._check_timed_result(header, blob)
-        new = header["timing"]
-        why = integrity.side_stream_work(new)
-        if why:
-            raise self.reject("side-stream", why)
-        profile = profiling.wanted(self.request)
-        if not profile:  # else the profiling stage profiles the warm worker after the baselines
-            self.stop_worker()
-        baselines = measure_reference_baselines(self.device, self.request, self.gpu)
-        self.passed()
-        details = {**self.details(), "outputs_via": self.outputs_via()}
-        if profile:
-            details["profiling"] = profiling.profile_candidate(self, self.work, float(new["median_ms"]))
-        self.enter("feedback")
-        feedback = timing_feedback(
-            new, baselines.get("eager"), baselines.get("compile"), worst, self.device.type == "cpu"
-        )
-        self.passed()
-        return correct_evaluation(new, baselines, worst, feedback, {**details, "stages": self.stages})

@@ -106,7 +106,7 @@ def test_a_planted_reference_or_module_never_runs_in_the_supervisor(axpy_task: T
         """
     escape = f"""
         _planted = {textwrap.dedent(planted)!r}
-        _written = []
+        _written, _refused = [], {{}}
         for _path in ("reference.py", "../reference.py", "../supervisor/reference.py",
                       "sympy/__init__.py", "jinja2/__init__.py", "filelock/__init__.py",
                       "../supervisor/sitecustomize.py", "../request.json"):
@@ -115,9 +115,9 @@ def test_a_planted_reference_or_module_never_runs_in_the_supervisor(axpy_task: T
                 with open(_path, "w") as _f:
                     _f.write(_planted)
                 _written.append(_path)
-            except OSError:
-                pass
-        print("EVK-PROBE " + json.dumps({{"written": _written}}), flush=True)
+            except OSError as _e:
+                _refused[_path] = _e.errno
+        print("EVK-PROBE " + json.dumps({{"written": _written, "refused": _refused}}), flush=True)
         """
     ev = evaluate(axpy_task, candidate(escape, result="0.0 * x"))
     assert probe_report(ev)["written"][:1] == ["reference.py"]  # its own directory: allowed
@@ -135,21 +135,19 @@ def test_the_output_log_is_not_read_through_what_the_candidate_put_there(
     canary = "sk-evk-canary-" + secrets.token_hex(8)
     escape = f"""
         _parent = int(open("/proc/%d/stat" % os.getppid()).read().rsplit(")", 1)[1].split()[1])
-        _done = []
+        _done, _refused = [], {{}}
         for _log in ("output.log", "../output.log"):
             try:
-                os.unlink(_log)
-            except OSError:
-                pass
-            try:
+                if os.path.lexists(_log):
+                    os.unlink(_log)
                 if {replacement!r} == "symlink":
                     os.symlink("/proc/%d/environ" % _parent, _log)
                 else:
                     os.mkfifo(_log)
                 _done.append(_log)
-            except OSError:
-                pass
-        print("EVK-PROBE " + json.dumps({{"replaced": _done}}), flush=True)
+            except OSError as _e:
+                _refused[_log] = _e.errno
+        print("EVK-PROBE " + json.dumps({{"replaced": _done, "refused": _refused}}), flush=True)
         sys.exit(3)  # a crash: its output's tail goes into the feedback
         """
     started = time.monotonic()
@@ -254,10 +252,7 @@ def test_no_process_of_the_candidate_outlives_the_verdict(axpy_task: Task) -> No
             while True:
                 if os.fork() != 0:
                     os._exit(0)  # the parent leaves, the child is re-parented and goes on
-                try:
-                    os.setpgid(0, 0)
-                except OSError:
-                    pass
+                os.setpgid(0, 0)  # allowed: its session still holds it
                 time.sleep(0.002)
         if os.fork() == 0:
             _chain()
