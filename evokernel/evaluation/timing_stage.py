@@ -12,7 +12,7 @@ What enters: a supervisor whose correctness stage passed (its variant-0 task and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -21,11 +21,35 @@ from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.loading import flatten, make_inputs
 from evokernel.evaluation.profiling import stage as profiling
-from evokernel.evaluation.verdict import correct_evaluation
+from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.types import Evaluation
 
 if TYPE_CHECKING:
-    from evokernel.evaluation.supervisor import Supervisor
+    from evokernel.evaluation.correctness import Comparison
+    from evokernel.evaluation.gpulock import GpuLock
+
+
+class Supervisor(profiling.Supervisor, Protocol):
+    """What the stage uses of :class:`evokernel.evaluation.supervisor.Supervisor` (a protocol, so
+    this module does not import the one that imports it)."""
+
+    work: dict[str, Any] | None
+    timed_reference: tuple[Any, Any] | None
+    stages: list[dict[str, Any]]
+    gpu: GpuLock
+
+    def check_facts(self, raw: Any, kind: str, where: str) -> None: ...
+
+    def reject(self, rule: str, reason: str) -> StageFailure: ...
+
+    def details(self) -> dict[str, Any]: ...
+
+    def outputs_via(self) -> str: ...
+
+    def compared(
+        self, header: dict[str, Any], key: str, blob: bytearray, expected: list[Any], what: str
+    ) -> Comparison: ...
+
 
 # The timed calls' inputs alternate between these seeds' values (refilled in place before every
 # call); the check call after them gets a seed no trial or timed call used.
