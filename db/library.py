@@ -28,7 +28,7 @@ from evokernel.db.models import (
     RunTaskRow,
 )
 from evokernel.db.proposals import ProposalsMixin
-from evokernel.db.reason_key import reason_key
+from evokernel.db.rows import candidate_status as _candidate_status
 from evokernel.db.rows import eval_columns as _eval_columns
 from evokernel.db.rows import scored as _scored
 from evokernel.db.urls import check_url
@@ -61,6 +61,9 @@ _CANDIDATE_STATUS = (
             else_=CandidateRow.first_speedup,
         ),
         bottleneck=bindparam("new_bottleneck"),
+        speedup_low=bindparam("new_speedup_low"),
+        speedup_high=bindparam("new_speedup_high"),
+        confirmed=bindparam("new_confirmed"),
     )
 )
 
@@ -148,15 +151,7 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin, ModelStatsMixin, Exemplar
 
     def record_evaluation(self, candidate_id: int, evaluation: Evaluation) -> None:
         row = {"candidate_id": candidate_id, **_eval_columns(evaluation)}
-        status = {
-            "candidate_id": candidate_id,
-            "new_status": evaluation.status.value,
-            "new_reason": evaluation.reason,
-            "new_speedup": evaluation.speedup_eager if evaluation.ok else None,
-            "new_stage": evaluation.stage,
-            "new_reason_key": reason_key(evaluation.reason),
-            "new_bottleneck": row["bottleneck"],
-        }
+        status = {"candidate_id": candidate_id, **_candidate_status(evaluation, row["bottleneck"])}
 
         def fn(conn: Connection) -> None:
             inserted = conn.execute(insert(EvaluationRow), row).inserted_primary_key
@@ -193,34 +188,33 @@ class SolutionLibrary(ProposalsMixin, AccountingMixin, ModelStatsMixin, Exemplar
 
     def summaries(self, run_id: str, task: str, *, before: int | None = None) -> list[Scored]:
         """Every candidate of a run's task, oldest first, as a light :class:`Scored`: no parents,
-        and an evaluation holding only the status, reason and speedup the candidate row keeps.
+        and an evaluation holding only the status, reason, speedup and its interval the candidate row keeps.
         One Core query, for reports and checks that rank whole populations (strategies read the
         island index instead, :mod:`evokernel.db.index`):
         about 30x cheaper per row than :meth:`candidates`, which loads lineage and evaluations."""
         task_id = self._task_id(run_id, task)
         c = CandidateRow
-        cols = (
-            c.id,
-            c.proposal_id,
-            c.island,
-            c.generation,
-            c.operator,
-            c.source,
-            c.status,
-            c.reason,
-            c.speedup,
-        )
-        stmt = select(*cols, c.branch).where(c.run_id == run_id, c.task_id == task_id)
+        cols = (c.id, c.proposal_id, c.island, c.generation, c.operator, c.source, c.branch)
+        figures = (c.status, c.reason, c.speedup, c.speedup_low, c.speedup_high, c.confirmed)
+        stmt = select(*cols, *figures).where(c.run_id == run_id, c.task_id == task_id)
         if before is not None:
             stmt = stmt.where(c.generation < before)
 
         def fn(s: Session) -> list[Scored]:
             out = []
-            for cid, pid, island, gen, op, source, status, reason, speedup, branch in s.execute(stmt):
+            for cid, pid, island, gen, op, source, branch, status, reason, sp, lo, hi, conf in s.execute(
+                stmt
+            ):
                 cand = Candidate(cid, run_id, task, pid, island, gen, op, (), source, branch or 0)
-                ev = (
-                    None if status == "pending" else Evaluation(Status(status), reason, speedup_eager=speedup)
-                )
+                ev = None
+                if status != "pending":
+                    figure = {
+                        "speedup_eager": sp,
+                        "speedup_low": lo,
+                        "speedup_high": hi,
+                        "confirmed": bool(conf),
+                    }
+                    ev = Evaluation(Status(status), reason, **figure)
                 out.append(Scored(cand, ev))
             return sorted(out, key=lambda sc: sc.candidate.id)
 

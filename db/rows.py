@@ -15,6 +15,7 @@ from evokernel.db.models import (
     ProposalRow,
     RunRow,
 )
+from evokernel.db.reason_key import reason_key
 from evokernel.types import (
     Candidate,
     Evaluation,
@@ -75,6 +76,23 @@ def eval_columns(evaluation: Evaluation) -> dict[str, Any]:
     out["status"] = evaluation.status.value
     out["bottleneck"], out["sol_share"] = profile_columns(evaluation)
     return out
+
+
+def candidate_status(evaluation: Evaluation, bottleneck: str | None) -> dict[str, Any]:
+    """The bind values with which an evaluation updates its candidate's row (the library's
+    ``_CANDIDATE_STATUS``): the figure and its interval only when the verdict is correct."""
+    ok = evaluation.ok
+    return {
+        "new_status": evaluation.status.value,
+        "new_reason": evaluation.reason,
+        "new_speedup": evaluation.speedup_eager if ok else None,
+        "new_stage": evaluation.stage,
+        "new_reason_key": reason_key(evaluation.reason),
+        "new_bottleneck": bottleneck,
+        "new_speedup_low": evaluation.speedup_low if ok else None,
+        "new_speedup_high": evaluation.speedup_high if ok else None,
+        "new_confirmed": evaluation.confirmed and ok,
+    }
 
 
 def profile_columns(evaluation: Evaluation) -> tuple[str | None, float | None]:

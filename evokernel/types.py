@@ -151,6 +151,11 @@ class Evaluation:
 
     ``interpreter`` is True when Triton ran under ``TRITON_INTERPRET=1`` on a CPU: the timings are
     then interpreter timings and say nothing about GPU performance.
+
+    ``speedup_low``/``speedup_high`` bound the 95 % confidence interval of ``speedup_eager`` when it
+    was measured paired (candidate and eager interleaved; ``details["timing"]["paired"]`` says how);
+    None for a figure taken otherwise (rows from before issue 35). ``confirmed``: a paired re-timing
+    against the task's incumbent confirmed the figure before promotion (``details["confirmation"]``).
     """
 
     status: Status
@@ -171,6 +176,9 @@ class Evaluation:
     details: dict[str, Any] = field(default_factory=dict)
     # The verdict profile (evaluation/profiles.py) the verdict and figures were reached under.
     profile: str = "strict"
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    confirmed: bool = False
 
     @property
     def ok(self) -> bool:

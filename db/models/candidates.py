@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -108,6 +109,11 @@ class CandidateRow(Base):
     # The latest evaluation's bottleneck class (evaluation/profiling/verdict.py), for the island
     # index's features; NULL without a profile (0006).
     bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # 0008: the latest correct evaluation's 95 % interval of ``speedup`` (NULL when not measured
+    # paired) and whether a re-timing against the incumbent confirmed it, beside the figure they qualify.
+    speedup_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    confirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class CandidateParentRow(Base):
@@ -144,6 +150,11 @@ class EvaluationRow(Base):
     # From details["profiling"] (0006): the bottleneck class and the speed-of-light share.
     bottleneck: Mapped[str | None] = mapped_column(String(20), nullable=True)
     sol_share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # 0008 (issue 35): the 95 % interval of speedup_eager from paired timing (NULL: not paired) and
+    # whether a paired re-timing against the incumbent confirmed it (details["confirmation"]).
+    speedup_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    confirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class LLMCallRow(Base):

@@ -20,7 +20,7 @@ from evokernel.db import SolutionLibrary, upgrade
 from evokernel.db.connection import alembic_config, make_engine
 from evokernel.db.models import Base
 
-HEAD = "0007"
+HEAD = "0008"
 MODEL_TABLES = set(Base.metadata.tables)
 
 
