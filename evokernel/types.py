@@ -184,6 +184,13 @@ class Evaluation:
     def ok(self) -> bool:
         return self.status is Status.CORRECT
 
+    @property
+    def speedup_text(self) -> str:
+        """:func:`format_speedup` of the speedup vs eager with its interval (``-`` unless correct)."""
+        if not self.ok:
+            return "-"
+        return format_speedup(self.speedup_eager, self.speedup_low, self.speedup_high)
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["status"] = self.status.value
@@ -194,6 +201,17 @@ class Evaluation:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["status"] = Status(known["status"])
         return cls(**known)
+
+
+def format_speedup(speedup: float | None, low: float | None = None, high: float | None = None) -> str:
+    """A speedup as every report, table and export shows it: ``2.05x [1.98-2.11]`` with its 95 %
+    interval, the bare ``2.05x`` when it has none (not measured paired: never an invented one),
+    ``-`` without a figure. Three significant digits, as the figures always had."""
+    if speedup is None:
+        return "-"
+    if low is None or high is None:
+        return f"{speedup:.3g}x"
+    return f"{speedup:.3g}x [{low:.3g}-{high:.3g}]"
 
 
 @dataclass(frozen=True)
@@ -210,6 +228,11 @@ class Scored:
         if ev is None or not ev.ok or ev.speedup_eager is None:
             return 0.0
         return ev.speedup_eager
+
+    @property
+    def speedup_text(self) -> str:
+        """The speedup vs eager with its interval (:func:`format_speedup`); ``-`` unless correct."""
+        return "-" if self.evaluation is None else self.evaluation.speedup_text
 
 
 @dataclass(frozen=True)

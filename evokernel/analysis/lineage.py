@@ -18,7 +18,7 @@ from evokernel.db.models import (
     RunTaskRow,
 )
 from evokernel.exceptions import AnalysisError
-from evokernel.types import Evaluation, LLMCall
+from evokernel.types import Evaluation, LLMCall, format_speedup
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,14 @@ class Node:
     speedup: float | None
     island: int
     generation: int
+    # The 95 % interval of ``speedup`` (None: not measured paired) and its confirmation (0008).
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    confirmed: bool = False
+
+    @property
+    def speedup_text(self) -> str:
+        return format_speedup(self.speedup, self.speedup_low, self.speedup_high)
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,9 @@ def _node(row: CandidateRow, parents: list[int], model: str | None) -> Node:
         row.speedup,
         row.island,
         row.generation,
+        row.speedup_low,
+        row.speedup_high,
+        bool(row.confirmed),
     )
 
 

@@ -17,6 +17,7 @@ from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, EvaluationRow, RunTaskRow
 from evokernel.db.models import RunRow as RunModel
 from evokernel.exceptions import RunNotFoundError
+from evokernel.types import format_speedup
 
 # Verdicts recorded before evaluation profiles existed were made by evokernel's own checks,
 # which the profiles issue names "strict".
@@ -45,6 +46,14 @@ class TaskOverview:
     # None when it was not profiled.
     sol_share: float | None = None
     bottleneck: str | None = None
+    # The 95 % interval of speedup_eager (None: not measured paired) and its confirmation (0008).
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    confirmed: bool = False
+
+    @property
+    def speedup_text(self) -> str:
+        return format_speedup(self.speedup_eager, self.speedup_low, self.speedup_high)
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,9 @@ def _tasks(s: Session, run_id: str, config: dict[str, Any]) -> list[TaskOverview
                 budget=per_task,
                 sol_share=ev.sol_share if ev else None,
                 bottleneck=ev.bottleneck if ev else None,
+                speedup_low=ev.speedup_low if ev else None,
+                speedup_high=ev.speedup_high if ev else None,
+                confirmed=bool(ev.confirmed) if ev else False,
             )
         )
     return out

@@ -60,6 +60,11 @@ def report_dict(evaluation: Evaluation) -> dict[str, Any]:
         "profile": evaluation.profile,
         "speedup_eager": evaluation.speedup_eager if evaluation.ok else None,
         "speedup_compile": evaluation.speedup_compile if evaluation.ok else None,
+        # The 95 % interval of speedup_eager (None: not measured paired) and how it was sampled.
+        "speedup_low": evaluation.speedup_low if evaluation.ok else None,
+        "speedup_high": evaluation.speedup_high if evaluation.ok else None,
+        "paired": _paired(evaluation) or None,
+        "confirmed": evaluation.confirmed,
         "runtime_ms": evaluation.runtime_ms,
         "runtime_iqr_ms": evaluation.runtime_iqr_ms,
         "runtime_cv": evaluation.runtime_cv,
@@ -83,6 +88,8 @@ def format_report(evaluation: Evaluation) -> str:
     lines.append(f"profile: {evaluation.profile}")
     if evaluation.reason:
         lines.append(f"reason: {evaluation.reason}")
+    if evaluation.ok and evaluation.speedup_eager is not None:
+        lines.append(f"speedup vs eager: {speedup_line(evaluation)}")
     for stage in evaluation.details.get("stages", []):
         why = f"  {stage['reason']}" if stage.get("reason") else ""
         lines.append(f"  {stage['stage']:<12} {stage['status']:<7} {stage['seconds']:8.3f} s{why}")
@@ -96,6 +103,29 @@ def format_report(evaluation: Evaluation) -> str:
     if evaluation.interpreter and evaluation.ok:
         lines.append("note: Triton interpreter on a CPU: timings are not GPU performance")
     return "\n".join(lines)
+
+
+def _paired(evaluation: Evaluation) -> dict[str, Any]:
+    paired = (evaluation.details.get("timing") or {}).get("paired")
+    return paired if isinstance(paired, dict) else {}
+
+
+def speedup_line(evaluation: Evaluation) -> str:
+    """``2.05x [1.98-2.11] (95 % interval, 24 pairs, stopped at precision)``; the bare figure and
+    ``(not paired)`` for a speedup timed without pairs (no interval to show)."""
+    figure = evaluation.speedup_text
+    if evaluation.speedup_low is None or evaluation.speedup_high is None:
+        return f"{figure} (not paired)"
+    paired = _paired(evaluation)
+    level = float(paired.get("level", 0.95))
+    about = [f"{100 * level:.0f} % interval"]
+    if paired.get("pairs") is not None:
+        about.append(f"{paired['pairs']} pairs")
+    if paired.get("stopped"):
+        about.append(f"stopped at {paired['stopped']}")
+    if evaluation.confirmed:
+        about.append("confirmed")
+    return f"{figure} ({', '.join(about)})"
 
 
 def to_json(evaluation: Evaluation) -> str:

@@ -64,6 +64,7 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
     from evokernel.export.kernels import export_kernels
     from evokernel.export.verify import verify_export
     from evokernel.run.progress import format_table
+    from evokernel.types import format_speedup
 
     exported = export_kernels(library, args.id, args.out, task=args.task, top=args.top)
     entries = verify_export(args.out, args.device, say=_say) if args.verify else exported.entries
@@ -71,9 +72,10 @@ def _kernels(library: Any, args: argparse.Namespace) -> None:
     for e in entries:
         check = e.get("verified") or {}
         now = check.get("speedup_eager")
+        recorded = format_speedup(e["speedup_eager"] or None, e.get("speedup_low"), e.get("speedup_high"))
+        verified = format_speedup(now or None, check.get("speedup_low"), check.get("speedup_high"))
         rows.append(
-            [e["task"], e["file"], f"{e['speedup_eager']:.3g}x" if e["speedup_eager"] else "-"]
-            + ([str(check.get("status")), f"{now:.3g}x" if now else "-"] if args.verify else [])
+            [e["task"], e["file"], recorded] + ([str(check.get("status")), verified] if args.verify else [])
         )
     header = ["task", "file", "recorded"] + (["verified", "now"] if args.verify else [])
     print(format_table(rows, header))

@@ -24,12 +24,13 @@ from evokernel.analysis.overview import DEFAULT_PROFILE
 from evokernel.db import SolutionLibrary
 from evokernel.db.connection import redact
 from evokernel.exceptions import ExportError
-from evokernel.types import Scored, source_hash
+from evokernel.types import Scored, format_speedup, source_hash
 
 MANIFEST = "manifest.json"
 MANIFEST_KEYS = (
     "task", "file", "reference", "rank", "candidate_id", "candidate_hash", "run_id", "sweep_id", "point",
-    "operator", "generation", "speedup_eager", "speedup_compile", "runtime_ms", "eager_ms", "compile_ms",
+    "operator", "generation", "speedup_eager", "speedup_low", "speedup_high", "confirmed", "speedup_compile",
+    "runtime_ms", "eager_ms", "compile_ms",
     "device", "interpreter", "profile", "library", "standalone",
 )  # fmt: skip
 _IMPORTS_EVOKERNEL = re.compile(r"^\s*(from|import)\s+evokernel\b", re.M)
@@ -46,8 +47,11 @@ class Exported:
 
 
 def _header(entry: dict[str, Any]) -> str:
-    speed = entry["speedup_eager"]
-    figure = f"{speed:.3g}x vs eager" if speed is not None else "no speedup measured"
+    speed, low, high = entry["speedup_eager"], entry["speedup_low"], entry["speedup_high"]
+    figure = "no speedup measured"
+    if speed is not None:
+        paired = " (95 % interval)" if low is not None and high is not None else ""
+        figure = f"{format_speedup(speed, low, high)} vs eager{paired}"
     where = "CPU Triton interpreter" if entry["interpreter"] else entry["device"] or "unknown device"
     return (
         f"# evokernel export: task {entry['task']}, run {entry['run_id']}, candidate {entry['candidate_id']} "
@@ -161,6 +165,10 @@ def _write_kernel(
         "operator": cand.operator,
         "generation": cand.generation,
         "speedup_eager": ev.speedup_eager,
+        # The 95 % interval of speedup_eager (null: not measured paired) and its confirmation.
+        "speedup_low": ev.speedup_low,
+        "speedup_high": ev.speedup_high,
+        "confirmed": ev.confirmed,
         "speedup_compile": ev.speedup_compile,
         "runtime_ms": ev.runtime_ms,
         "eager_ms": ev.eager_ms,

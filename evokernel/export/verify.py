@@ -13,6 +13,7 @@ from typing import Any
 
 from evokernel.exceptions import ExportError
 from evokernel.export.kernels import MANIFEST
+from evokernel.types import format_speedup
 
 VERIFIED_KEYS = (
     "status",
@@ -83,7 +84,12 @@ def verify_export(
             entry["verified"] = result
             done[key] = {**result, "file": entry["file"]}
             now = result.get("speedup_eager")
-            figure = f", {now:.3g}x eager" if now else f": {result.get('reason') or ''}".rstrip(": ")
+            interval = (result.get("speedup_low"), result.get("speedup_high"))
+            figure = (
+                f", {format_speedup(now, *interval)} eager"
+                if now
+                else f": {result.get('reason') or ''}".rstrip(": ")
+            )
             say(f"  {result.get('status')}{figure} ({time.monotonic() - started:.0f} s)")
         entry["verified"].pop("file", None)
         recorded, now = entry["speedup_eager"], entry["verified"].get("speedup_eager")

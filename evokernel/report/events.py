@@ -36,6 +36,10 @@ def scored_dict(sc: Scored | None) -> dict[str, Any] | None:
         "reason": ev.reason if ev else "",
         "stage": ev.stage if ev else "",
         "speedup_eager": ev.speedup_eager if ev and ev.ok else None,
+        # Its 95 % interval (None: not measured paired) and whether it was confirmed before promotion.
+        "speedup_low": ev.speedup_low if ev and ev.ok else None,
+        "speedup_high": ev.speedup_high if ev and ev.ok else None,
+        "confirmed": bool(ev and ev.ok and ev.confirmed),
         "speedup_compile": ev.speedup_compile if ev and ev.ok else None,
         "runtime_ms": ev.runtime_ms if ev else None,
     }

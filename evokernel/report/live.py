@@ -42,7 +42,7 @@ class TaskState:
     task: str
     budget: int
     done: int = 0
-    best: float | None = None
+    best: str = "-"  # the best speedup with its interval (types.format_speedup)
     correct: int = 0
     last: str = ""
     finished: str = ""
@@ -124,7 +124,7 @@ class LiveBoard:
         for label, run in self.runs.items():
             for t in run.tasks:
                 bar = ProgressBar(total=max(t.budget, 1), completed=min(t.done, t.budget), width=24)
-                best = f"{t.best:.3g}x" if t.best is not None else "-"
+                best = t.best
                 last = t.finished or t.last
                 cells: list[RenderableType] = [
                     t.task,
@@ -180,7 +180,7 @@ class LiveRun(ProgressPrinter):
             st = self._tasks[t.name]
             st.done = library.count_evaluated(run_id, t.name)
             best = next(iter(library.top(run_id, t.name, 1)), None)
-            st.best = best.speedup if best is not None else None
+            st.best = best.speedup_text if best is not None else "-"
             st.correct = len(library.candidates(run_id, t.name, status=Status.CORRECT))
         self._read_cost(force=True)
         self.board.add_run(self.label or run_id, self.state)
@@ -212,12 +212,10 @@ class LiveRun(ProgressPrinter):
             ev = sc.evaluation
             st.done = int(data["done"])
             best: Scored | None = data.get("best")
-            st.best = best.speedup if best is not None and best.speedup else st.best
+            st.best = best.speedup_text if best is not None and best.speedup else st.best
             st.correct += 1 if ev is not None and ev.ok else 0
             st.last = f"#{sc.candidate.id} {sc.candidate.operator}: " + (
-                f"{ev.speedup_eager:.3g}x"
-                if ev and ev.ok and ev.speedup_eager
-                else (ev.status.value if ev else "")
+                ev.speedup_text if ev and ev.ok and ev.speedup_eager else (ev.status.value if ev else "")
             )
             self.board.evaluated(time.monotonic())
             self._read_cost()

@@ -21,7 +21,7 @@ def run_text(report: RunReport) -> str:
         [
             t.task,
             f"#{t.best_candidate}" if t.best_candidate else "none correct",
-            x(t.speedup_eager),
+            t.speedup_text,
             x(t.speedup_compile),
             num(t.runtime_ms),
             f"{t.sol_share:.0%}" if t.sol_share is not None else "-",
@@ -49,7 +49,7 @@ def run_text(report: RunReport) -> str:
     for tr in report.tasks:
         if tr.ancestry:
             steps = " -> ".join(
-                f"#{n.candidate} {n.operator}{'/' + n.model if n.model else ''} {x(n.speedup)}"
+                f"#{n.candidate} {n.operator}{'/' + n.model if n.model else ''} {n.speedup_text}"
                 for n in tr.ancestry
             )
             lines.append(f"  {tr.name} lineage: {steps}")

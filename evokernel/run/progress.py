@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from evokernel.db.connection import redact
 from evokernel.pool.health import health_line
-from evokernel.types import Scored, Status, Task
+from evokernel.types import Scored, Task
 
 if TYPE_CHECKING:
     from evokernel.config.schema import ExperimentConfig
@@ -32,12 +32,8 @@ class Reporter(Protocol):
 
 
 def _speed(sc: Scored | None) -> str:
-    if sc is None or sc.evaluation is None:
-        return "-"
-    ev = sc.evaluation
-    if ev.status is not Status.CORRECT or ev.speedup_eager is None:
-        return "-"
-    return f"{ev.speedup_eager:.3g}x"
+    """The speedup with its 95 % interval where it has one (types.format_speedup)."""
+    return "-" if sc is None else sc.speedup_text
 
 
 def format_table(rows: list[list[str]], header: list[str]) -> str:
