@@ -32,6 +32,11 @@ TOP_K = 20
 _CHUNK = 500  # ids per IN (...) list: far below SQLite's 32766 bound variables
 
 
+_C = CandidateRow
+_NODE_COLUMNS = (_C.id, _C.operator, _C.status, _C.reason, _C.speedup, _C.island, _C.generation,
+                 _C.speedup_low, _C.speedup_high)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TreeNode:
     id: int
@@ -42,6 +47,9 @@ class TreeNode:
     speedup: float | None
     island: int
     generation: int
+    # The 95 % interval of ``speedup`` (None: not measured paired; migration 0008).
+    speedup_low: float | None = None
+    speedup_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,18 +95,15 @@ def tree_window(lib: SolutionLibrary, run_id: str, task: str, limit: int = DEFAU
         rows: list[Any] = []
         for chunk in _chunks(sorted(ids)):
             rows += s.execute(
-                select(c.id, c.operator, c.status, c.reason, c.speedup, c.island, c.generation).where(
-                    c.id.in_(chunk)
-                )
+                select(*_NODE_COLUMNS).where(c.id.in_(chunk))
             ).all()
         hidden = 0
         nodes = []
-        for cid, op, status, reason, speedup, island, gen in sorted(rows):
+        for cid, op, status, reason, speedup, island, gen, low, high in sorted(rows):
             links = parents.get(cid, [])
             hidden += sum(1 for p in links if p not in shown)
-            nodes.append(
-                TreeNode(cid, tuple(p for p in links if p in shown), op, status, reason, speedup, island, gen)
-            )
+            shown_parents = tuple(p for p in links if p in shown)
+            nodes.append(TreeNode(cid, shown_parents, op, status, reason, speedup, island, gen, low, high))
         return TreeWindow(task, tuple(nodes), total, total > limit, hidden)
 
     return lib.read(fn)

@@ -13,6 +13,18 @@
     return `${c.reps} reps (${c.method || "?"})${spread}`;
   }
 
+  // How the speedup's 95 % interval was sampled, and the re-timing against the incumbent that
+  // confirmed it before promotion (details.timing.paired, details.confirmation; issue 35).
+  function pairing(e, d) {
+    const p = d.timing && d.timing.paired;
+    if (e.speedup_low === null || e.speedup_low === undefined || !p) return "not paired";
+    const c = d.confirmation;
+    const confirmed = e.confirmed && c
+      ? `; confirmed: ${speedup(c.vs_incumbent, c.low, c.high)} vs ${c.incumbent === null ? "eager" : `#${c.incumbent}`} (${c.pairs} pairs)`
+      : "";
+    return `${p.pairs} pairs, stopped at ${p.stopped}, ±${num(100 * p.halfwidth, 1)} %${confirmed}`;
+  }
+
   function evaluation(e, i) {
     const d = e.details || {};
     const stages = d.stages || [];
@@ -21,7 +33,8 @@
       el("h3", {}, `evaluation ${i + 1} `, badge(e.status), " ", e.stage ? `at ${e.stage}` : "", " ", e.interpreter ? el("span", { class: "warn", text: "interpreter timings" }) : null),
       e.reason ? el("p", { class: "reason", text: e.reason }) : null,
       el("table", { class: "kv" }, el("tbody", {},
-        [["speedup vs eager / compile", `${speedup(e.speedup_eager)} / ${speedup(e.speedup_compile)}`],
+        [["speedup vs eager / compile", `${speedup(e.speedup_eager, e.speedup_low, e.speedup_high)} / ${speedup(e.speedup_compile)}`],
+          ["paired timing (95 % interval)", pairing(e, d)],
           ["runtime median (IQR, CV)", `${num(e.runtime_ms, 4)} ms (${num(e.runtime_iqr_ms, 4)}, ${num(e.runtime_cv, 3)})`],
           ["eager / compile", `${num(e.eager_ms, 4)} / ${num(e.compile_ms, 4)} ms`],
           ["max abs error", e.max_abs_error === null ? "–" : Number(e.max_abs_error).toExponential(2)],
@@ -47,7 +60,7 @@
     document.getElementById("crumbs").replaceChildren(
       el("a", { class: "crumb", href: `/runs/${c.run_id}` }, "run ", el("b", { text: c.run_id })),
       el("a", { class: "crumb", href: `/runs/${c.run_id}/tree?task=${encodeURIComponent(c.task)}` }, "tree ", el("b", { text: c.task })));
-    document.getElementById("cand-title").replaceChildren(`candidate #${c.id} `, badge(n.status), " ", speedup(n.speedup));
+    document.getElementById("cand-title").replaceChildren(`candidate #${c.id} `, badge(n.status), " ", speedup(n.speedup, n.speedup_low, n.speedup_high));
     document.getElementById("cards").replaceChildren(
       card("task", c.task), card("operator", n.operator), card("model", n.model || "– (no LLM)"),
       card("island / generation", `${n.island} / ${n.generation}`),

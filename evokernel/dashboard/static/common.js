@@ -41,10 +41,13 @@ const evo = (() => {
 
   const num = (x, digits = 2) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
   // Two decimals, or three significant digits below 0.01 (CPU-interpreter speedups are ~1e-4).
-  const speedup = (x) => {
+  // With low and high (its 95 % interval from paired timing) "2.05× [1.98-2.11]", the form of the
+  // reports (evokernel.types.format_speedup); the bare figure when it has none (never invented).
+  const speedup = (x, low = null, high = null) => {
     if (x === null || x === undefined) return "–";
-    const v = Number(x);
-    return `${v !== 0 && Math.abs(v) < 0.01 ? v.toPrecision(3) : v.toFixed(2)}×`;
+    const fig = (y) => { const v = Number(y); return v !== 0 && Math.abs(v) < 0.01 ? v.toPrecision(3) : v.toFixed(2); };
+    const paired = low !== null && low !== undefined && high !== null && high !== undefined;
+    return paired ? `${fig(x)}× [${fig(low)}-${fig(high)}]` : `${fig(x)}×`;
   };
   const usd = (x) => (x === null || x === undefined ? "–" : `$${Number(x).toFixed(x < 1 ? 4 : 2)}`);
   const time = (iso) => (iso ? iso.replace("T", " ") : "–");

@@ -28,7 +28,7 @@
     );
     fill(document.querySelector("#tasks tbody"), o.tasks.map((t) => [
       t.task,
-      t.best_candidate === null ? "–" : el("span", {}, speedup(t.speedup_eager), " ", candidateLink(t.best_candidate)),
+      t.best_candidate === null ? "–" : el("span", {}, speedup(t.speedup_eager, t.speedup_low, t.speedup_high), " ", candidateLink(t.best_candidate)),
       speedup(t.speedup_compile), num(t.runtime_ms, 4),
       t.sol_share === null || t.sol_share === undefined ? "–" : `${(100 * t.sol_share).toFixed(0)}%`, t.bottleneck || "–",
       `${t.evaluations} / ${t.budget || "–"}`, t.correct,

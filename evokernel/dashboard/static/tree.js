@@ -26,7 +26,7 @@
   function describe(n) {
     info.replaceChildren(
       el("h3", {}, el("a", { href: `/candidates/${n.id}`, text: `candidate #${n.id}` })),
-      el("p", {}, badge(n.status), " ", speedup(n.speedup)),
+      el("p", {}, badge(n.status), " ", speedup(n.speedup, n.speedup_low, n.speedup_high)),
       el("p", { text: `${n.operator} · island ${n.island} · generation ${n.generation}` }),
       el("p", { text: n.parents.length ? `parents ${n.parents.map((p) => `#${p}`).join(", ")}` : "no parents shown" }),
       n.reason ? el("p", { class: "reason", text: n.reason }) : null,
