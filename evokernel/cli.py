@@ -170,7 +170,7 @@ def _runs(args: argparse.Namespace) -> int:
             r.started,
             r.finished or "-",
             f"{r.evaluations}/{r.budget}",
-            _x(r.best_speedup),
+            r.best_text,
         ]
         for r in runs
         if r.sweep_id is None
@@ -189,10 +189,6 @@ def _dashboard(args: argparse.Namespace) -> int:
 
     serve(args.library, args.host, args.port)
     return 0
-
-
-def _x(speedup: float | None) -> str:
-    return f"{speedup:.3g}x" if speedup else "-"
 
 
 def _tasks_list(args: argparse.Namespace) -> int:

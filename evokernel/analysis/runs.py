@@ -14,13 +14,15 @@ from evokernel.db import SolutionLibrary
 from evokernel.db.models import CandidateRow, LLMCallRow, RunTaskRow
 from evokernel.db.models import RunRow as RunModel
 from evokernel.exceptions import RunNotFoundError
+from evokernel.types import format_speedup
 
 
 @dataclass(frozen=True)
 class RunRow:
     """One run. ``evaluations`` counts candidates with a final verdict; ``budget`` is what the
     config allows (``budget.evaluations`` x tasks); ``best_speedup`` is the fastest correct
-    candidate of any task (vs eager); ``cell`` and ``point`` are set for a sweep's cells."""
+    candidate of any task (vs eager), ``best_low``/``best_high`` its 95 % interval (None: not
+    measured paired); ``cell`` and ``point`` are set for a sweep's cells."""
 
     id: str
     name: str
@@ -36,6 +38,13 @@ class RunRow:
     best_speedup: float | None
     usd: float
     config: dict[str, Any]
+    best_low: float | None = None
+    best_high: float | None = None
+
+    @property
+    def best_text(self) -> str:
+        """The best speedup as every table shows it (``-`` without one)."""
+        return format_speedup(self.best_speedup, self.best_low, self.best_high) if self.best_speedup else "-"
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,15 @@ def sweep_membership(config: dict[str, Any]) -> tuple[str | None, int | None, di
     """(sweep id, cell index, axis values) stored in a run's config; (None, None, {}) for plain runs."""
     sweep = config.get("sweep") or {}
     return sweep.get("id"), sweep.get("cell"), dict(sweep.get("point") or {})
+
+
+def _interval(s: Session, run_id: str, task_id: int, best: float) -> tuple[float | None, float | None]:
+    """The 95 % interval of a run's best speedup: one seek of ix_candidates_run_task_status_speedup
+    and one row (the oldest of tied bests, as the overview picks)."""
+    c = CandidateRow
+    mine = (c.run_id == run_id, c.task_id == task_id, c.status == "correct", c.speedup == best)
+    row = s.execute(select(c.speedup_low, c.speedup_high).where(*mine).order_by(c.id).limit(1)).first()
+    return (row[0], row[1]) if row is not None else (None, None)
 
 
 def list_runs(lib: SolutionLibrary) -> list[RunRow]:
@@ -87,11 +105,13 @@ def run_rows(s: Session, run_id: str | None = None, evaluated: dict[str, int] | 
         .scalar_subquery()
     )
     best: dict[Any, Any] = {}
+    best_task: dict[Any, Any] = {}
     ntasks: dict[Any, int] = {}
-    for rid, speedup in s.execute(of_run(select(rt.run_id, task_best), rt.run_id)):
+    for rid, task_id, speedup in s.execute(of_run(select(rt.run_id, rt.task_id, task_best), rt.run_id)):
         ntasks[rid] = ntasks.get(rid, 0) + 1
         if speedup is not None and (best.get(rid) is None or speedup > best[rid]):
-            best[rid] = speedup
+            best[rid], best_task[rid] = speedup, task_id
+    interval = {rid: _interval(s, rid, best_task[rid], top) for rid, top in best.items()}
     usd: dict[Any, Any] = dict(
         s.execute(
             of_run(select(call.run_id, func.sum(call.cost_usd)), call.run_id).group_by(call.run_id)
@@ -119,6 +139,8 @@ def run_rows(s: Session, run_id: str | None = None, evaluated: dict[str, int] | 
                 best_speedup=best.get(r.id),
                 usd=float(usd.get(r.id) or 0.0),
                 config=r.config,
+                best_low=interval.get(r.id, (None, None))[0],
+                best_high=interval.get(r.id, (None, None))[1],
             )
         )
     return out

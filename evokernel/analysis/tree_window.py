@@ -94,9 +94,7 @@ def tree_window(lib: SolutionLibrary, run_id: str, task: str, limit: int = DEFAU
         shown = set(ids)
         rows: list[Any] = []
         for chunk in _chunks(sorted(ids)):
-            rows += s.execute(
-                select(*_NODE_COLUMNS).where(c.id.in_(chunk))
-            ).all()
+            rows += s.execute(select(*_NODE_COLUMNS).where(c.id.in_(chunk))).all()
         hidden = 0
         nodes = []
         for cid, op, status, reason, speedup, island, gen, low, high in sorted(rows):

@@ -92,7 +92,7 @@ def print_cells(cells: Any) -> None:
             " ".join(f"{k}={v}" for k, v in c.point.items()),
             c.status,
             f"{c.evaluations}/{c.budget}",
-            f"{c.best_speedup:.3g}x" if c.best_speedup else "-",
+            c.best_text,
         ]
         for c in cells
     ]

@@ -16,7 +16,7 @@
     if (!evo.changed("runs", data)) return;
     fill(document.querySelector("#runs tbody"), data.runs.map((r) => [
       runLink(r.id), r.name, r.sweep_id ? sweepLink(r.sweep_id, `${r.sweep_id} #${r.cell}`) : "–", badge(r.status), time(r.started),
-      time(r.finished), r.tasks, progress(r.evaluations, r.budget), speedup(r.best_speedup), usd(r.usd),
+      time(r.finished), r.tasks, progress(r.evaluations, r.budget), speedup(r.best_speedup, r.best_low, r.best_high), usd(r.usd),
     ]));
     document.getElementById("no-runs").hidden = data.runs.length > 0;
     document.getElementById("sweeps-section").hidden = data.sweeps.length === 0;

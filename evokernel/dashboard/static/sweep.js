@@ -31,7 +31,7 @@
     ]));
     fill(document.querySelector("#cells tbody"), data.cells.map((c) => [
       String(c.cell), runLink(c.id), point(c.point), badge(c.status), `${c.evaluations} / ${c.budget || "–"}`,
-      speedup(c.best_speedup), usd(c.usd),
+      speedup(c.best_speedup, c.best_low, c.best_high), usd(c.usd),
     ]));
     chart ||= echarts.init(document.getElementById("best-chart"), null, { renderer: "canvas" });
     window.evoCharts["best-chart"] = chart;
