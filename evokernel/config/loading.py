@@ -138,10 +138,16 @@ def _check(config: ExperimentConfig) -> None:
         "evaluation.profile": (config.evaluation.profile, PROFILE_NAMES),
         "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
         "evaluation.profiling": (config.evaluation.profiling, ("none", "timeline", "counters")),
+        "evaluation.builds": (config.evaluation.builds, ("local", "pool")),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"{key}={value!r} is not one of {', '.join(valid)}")
+    if config.evaluation.builds == "pool" and not config.evaluation.object_cache:
+        raise ConfigError(
+            "evaluation.builds=pool needs evaluation.object_cache=true: pooled builds reach the "
+            "evaluators through the node's object cache"
+        )
     if config.budget.evaluations < 1:
         raise ConfigError("budget.evaluations must be at least 1")
     if config.evaluation.seeds < 2:

@@ -224,6 +224,14 @@ class EvaluationConfig:
     # counters (also Nsight Compute per main kernel). Off by default: CUPTI's start costs 4-6 s
     # per candidate process on an H200, Nsight Compute 6-9 s more (docs/benchmarks.md, issue 26).
     profiling: str = "none"
+    # Where the object cache's misses are compiled: local (by the evaluator's supervisor, on its own
+    # node) or pool (Ray tasks on the cluster's CPU-only nodes first, then on the GPU nodes' spare
+    # cores; pool/build_pool.py): a CUDA build is ~47 core-seconds, which caps a 16-core node at ~19
+    # distinct CUDA candidates/min whatever its GPU does. pool needs object_cache.
+    builds: str = "local"
+    # Under builds=pool: the cores a GPU node keeps for its own host work (supervisors, workers,
+    # timing) and never gives to builds; -1: 4 per GPU of the node.
+    gpu_node_cores_kept: int = -1
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 

@@ -4,7 +4,7 @@
 in a new session with ``STAGING`` (torch's ``build.ninja`` and the sources) as its working
 directory: confines itself as a worker is confined (:func:`evokernel.evaluation.isolation.confine`,
 writes only beneath ``STAGING``), dies with its parent, then becomes ``ninja``. Exits with
-:data:`~evokernel.evaluation.object_cache.ISOLATION_UNAVAILABLE` when it cannot be confined: an
+:data:`~evokernel.evaluation.confined_build.ISOLATION_UNAVAILABLE` when it cannot be confined: an
 unconfined build could be made to write somewhere it should not, so the worker builds instead.
 """
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from evokernel.evaluation import guards, isolation
-from evokernel.evaluation.object_cache import ISOLATION_UNAVAILABLE
+from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE
 
 
 def main(argv: list[str]) -> int:

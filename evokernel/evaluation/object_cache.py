@@ -20,31 +20,38 @@ How, and why a candidate cannot poison it:
   regular file, opened without following links) into ``objects/<key>/``: a process that kept the
   staging file open can no longer reach the cached copy. Workers read the cache and never write
   it (Landlock grants them read only).
-* Failed builds are not cached (a compile error is cheap to repeat; an out-of-memory kill is not
-  the source's fault).
+* A failed build's verdict is kept (``failed/<key>``) only when the compiler's own diagnostic
+  says the inputs failed it (:func:`~evokernel.evaluation.confined_build.deterministic_failure`):
+  a child that keeps a parent's ``.cu`` whose light-header attempt failed gets that verdict back
+  at once instead of 20-30 s of nvcc. A kill, a full disk or an out-of-memory compiler is not the
+  source's fault and is built again.
+* ``evaluation.builds=pool`` (issue 37): a miss goes to the Ray build pool through the actor
+  (:mod:`evokernel.evaluation.build_client`) and is compiled, confined the same way, on a node
+  with cores to spare; the object's bytes come back and are written here under the key computed
+  here. When the pool cannot answer, the miss is built here as before and the summary says why.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
-import stat
 import subprocess
-import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation import sessions
-from evokernel.evaluation.workspace import read_tail
+from evokernel.evaluation import confined_build
+from evokernel.evaluation.build_client import RETURN_MARGIN_S, BuildJob, BuildPoolUnavailable, ask_pool
+from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE
+from evokernel.evaluation.object_files import copy_object, locked, prune, write_object
 
 # The load_inline arguments a call may send and their types; any other (include paths, build
 # directories, SYCL) is built by the worker itself, as before.
@@ -53,15 +60,13 @@ FLAGS = ("with_cuda", "with_pytorch_error_handling", "use_pch", "no_implicit_hea
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 # What a call may send: ~1 MB of sources covers the corpus's largest file 20 times over.
 MAX_CALL_BYTES = 4 << 20
-MAX_OBJECT_BYTES = 1 << 30
 # Builds one evaluation may ask for: the corpus's files make 1-4 calls.
 MAX_BUILDS = 16
-# Least recently used objects go beyond this total (a level-3 CUDA extension is 1-20 MB); one
-# used within the grace period stays, so a worker never loses an object it was just sent.
-MAX_CACHE_BYTES = 8 << 30
-GRACE_S = 600.0
+# The compiler output a remembered failure keeps (read_tail's cap).
+OUTPUT_CAP = 64 << 10
 STAGING_PLACEHOLDER = b"@EVOKERNEL_STAGING@"
-ISOLATION_UNAVAILABLE = 75  # object_build's exit code when it cannot confine the build
+_PREPARING = threading.Lock()
+__all__ = ["ISOLATION_UNAVAILABLE", "ObjectCache", "call_arguments", "object_note", "prune"]
 
 
 def root_key() -> str:
@@ -76,6 +81,12 @@ def root_key() -> str:
     if nvcc.exists():
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
     return hashlib.sha256(f"{cache_key()}\n{version}".encode()).hexdigest()[:16]
+
+
+@functools.cache
+def toolchain_key() -> str:
+    """:func:`root_key` once per process (two compiler subprocesses each time otherwise)."""
+    return root_key()
 
 
 def default_root() -> Path:
@@ -125,15 +136,22 @@ def _names(value: Any) -> bool:
 
 @dataclass
 class ObjectCache:
-    """One supervisor's use of the node's cache: ``answer`` each build request of its worker."""
+    """One supervisor's use of the node's cache: ``answer`` each build request of its worker.
+    ``pool``: the actor's build-service socket (``evaluation.builds=pool``), else None."""
 
     root: Path
     isolation: str
     extra_read: list[str]
     env: dict[str, str]
+    pool: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     build_s: float = 0.0
+    # Core-seconds of this candidate's builds, here or on a build node (confined_build.py).
+    build_cpu_s: float = 0.0
     off_reason: str = ""
+    # What the build pool did: objects built there per node, failures answered from the cache,
+    # builds re-run after a node was lost, and why a build fell back to this node.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def answer(self, call: Any, deadline: float) -> dict[str, Any]:
         """``{"object": path, "name": module}``, ``{"error": compiler output}`` or ``{"local":
@@ -153,19 +171,21 @@ class ObjectCache:
             objects = self._dir("objects")
             target = objects / key / so_name
             module = so_name.removesuffix(".so")
-            with _locked(objects / f"{key}.lock", deadline):
+            with locked(objects / f"{key}.lock", deadline):
                 if target.is_file():
                     os.utime(target)  # least recently used goes first
                     return self._count("hits", {"object": str(target), "name": module})
+                known = self._known_failure(key)
+                if known is not None:
+                    self._add("failed_cached")
+                    return self._count("failed", {"error": known})
                 start = time.perf_counter()
-                code, output = self._build(staging, deadline)
-                self.build_s += time.perf_counter() - start
-                if code == ISOLATION_UNAVAILABLE:
-                    self.off_reason = f"the build could not be confined: {output[-300:]}"
-                    return self._count("local", {"local": self.off_reason})
-                if code != 0:
-                    return self._count("failed", {"error": output})
-                _copy_object(staging / so_name, target)
+                try:
+                    failed = self._build(staging, so_name, key, target, deadline)
+                finally:
+                    self.build_s += time.perf_counter() - start
+                if failed is not None:
+                    return failed
             return self._count("built", {"object": str(target), "name": module})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -174,12 +194,21 @@ class ObjectCache:
         return {
             **self.counts,
             "build_s": round(self.build_s, 2),
+            **({"build_cpu_s": round(self.build_cpu_s, 2)} if self.build_cpu_s else {}),
+            **self.extra,
             **({"off": self.off_reason} if self.off_reason else {}),
         }
 
     def _count(self, what: str, reply: dict[str, Any]) -> dict[str, Any]:
         self.counts[what] = self.counts.get(what, 0) + 1
         return reply
+
+    def _add(self, what: str, node: str = "") -> None:
+        if node:
+            nodes = self.extra.setdefault(what, {})
+            nodes[node] = nodes.get(node, 0) + 1
+        else:
+            self.extra[what] = self.extra.get(what, 0) + 1
 
     def _dir(self, name: str) -> Path:
         path = self.root / name
@@ -196,56 +225,107 @@ class ObjectCache:
         def stop(*_args: Any, **_kwargs: Any) -> None:
             raise Written
 
-        run_ninja = cpp_extension._run_ninja_build
-        cpp_extension._run_ninja_build = stop
-        try:
-            with contextlib.suppress(Written):  # raised where ninja would have started
-                cpp_extension.load_inline(**arguments, build_directory=str(staging), verbose=False)
-        finally:
-            cpp_extension._run_ninja_build = run_ninja
+        # One thread at a time: the patch is the module's (a supervisor has one build thread; a
+        # process that asks for builds from several threads, a test or a tool, must not race it).
+        with _PREPARING:
+            run_ninja = cpp_extension._run_ninja_build
+            cpp_extension._run_ninja_build = stop
+            try:
+                with contextlib.suppress(Written):  # raised where ninja would have started
+                    cpp_extension.load_inline(**arguments, build_directory=str(staging), verbose=False)
+            finally:
+                cpp_extension._run_ninja_build = run_ninja
         ninja = (staging / "build.ninja").read_text()
         found = re.search(r"^default (\S+\.so)$", ninja, re.M)
         if found is None:
             raise RuntimeError("torch wrote no shared-object target into build.ninja")
         digest = hashlib.sha256()
-        placeholder = str(staging).encode()
-        for path in sorted(p for p in staging.iterdir() if p.is_file() and p.name != "lock"):
-            content = path.read_bytes().replace(placeholder, STAGING_PLACEHOLDER)
-            digest.update(f"{path.name}\0{len(content)}\0".encode() + content)
+        for name, content in staged_files(staging).items():
+            digest.update(f"{name}\0{len(content)}\0".encode() + content)
         return found.group(1), digest.hexdigest()
 
-    def _build(self, staging: Path, deadline: float) -> tuple[int, str]:
-        """ninja in ``staging``, confined, in its own session; every member killed afterwards."""
-        command = [
-            sys.executable,
-            "-P",
-            "-m",
-            "evokernel.evaluation.object_build",
-            self.isolation,
-            str(staging),
-        ]
-        env = {**self.env, "HOME": str(staging), "TMPDIR": str(staging)}
-        log = staging / "build.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [*command, *self.extra_read],
-                cwd=staging,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+    def _build(
+        self, staging: Path, so_name: str, key: str, target: Path, deadline: float
+    ) -> dict[str, Any] | None:
+        """Build the object into ``target``: on the pool when there is one, else (or when it
+        cannot answer) here. None when built, else the reply for the worker."""
+        if self.pool and self.isolation != "off":
             try:
-                code = proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
-            except subprocess.TimeoutExpired as exc:
-                raise TimeoutError("the extension build outlived the evaluation's timeout") from exc
-            finally:
-                sessions.kill_session(proc.pid)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=5)
-        # The log sits where the confined build could write: read as any untrusted file is.
-        return code, read_tail(log)
+                return self._pool_build(staging, so_name, key, target, deadline)
+            except BuildPoolUnavailable as exc:
+                self._add("pool_fallback")
+                self.extra["pool_fallback_reason"] = str(exc)[:300]
+        run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env)
+        self.build_cpu_s += run.cpu_s
+        if run.code == ISOLATION_UNAVAILABLE:
+            self.off_reason = f"the build could not be confined: {run.output[-300:]}"
+            return self._count("local", {"local": self.off_reason})
+        if run.code != 0:
+            if confined_build.deterministic_failure(run.code, run.output):
+                self._remember_failure(key, run.output)
+            return self._count("failed", {"error": run.output})
+        copy_object(staging / so_name, target)
+        return None
+
+    def _pool_build(
+        self, staging: Path, so_name: str, key: str, target: Path, deadline: float
+    ) -> dict[str, Any] | None:
+        """The miss on the Ray build pool (build_client.py); raises BuildPoolUnavailable when
+        the pool cannot build it, so the caller builds here."""
+        assert self.pool is not None
+        try:
+            files = {name: content.decode() for name, content in staged_files(staging).items()}
+        except UnicodeDecodeError as exc:
+            raise BuildPoolUnavailable("a staged file is not text") from exc
+        timeout_s = deadline - time.perf_counter() - RETURN_MARGIN_S
+        if timeout_s <= 0:
+            raise BuildPoolUnavailable("too little time left to send the build away")
+        job = BuildJob(key, so_name, toolchain_key(), files, timeout_s, host_key(files))
+        reply, blob = ask_pool(self.pool, job, deadline)
+        if reply.status == "unavailable":
+            raise BuildPoolUnavailable(reply.output or "the build pool could not build it")
+        if reply.status == "timeout":
+            raise TimeoutError("the extension build outlived the evaluation's timeout (on the build pool)")
+        self.build_cpu_s += reply.cpu_s
+        if reply.retried:
+            self.extra["pool_retried"] = self.extra.get("pool_retried", 0) + reply.retried
+        if reply.status == "failed":
+            self._add("pool_failed", reply.node[:12])
+            if reply.details.get("deterministic"):
+                self._remember_failure(key, reply.output)
+            return self._count("failed", {"error": reply.output})
+        write_object(blob, target)
+        self._add("pool", reply.node[:12])
+        return None
+
+    def _known_failure(self, key: str) -> str | None:
+        path = self.root / "failed" / key
+        try:
+            return path.read_text()[-OUTPUT_CAP:]
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _remember_failure(self, key: str, output: str) -> None:
+        write_object(output[-OUTPUT_CAP:].encode(), self._dir("failed") / key, mode=0o444)
+
+
+def staged_files(staging: Path) -> dict[str, bytes]:
+    """The staging directory's files (what torch wrote), by name, with the staging path replaced
+    by a placeholder: the build's identity, the same wherever it is staged."""
+    placeholder = str(staging).encode()
+    return {
+        path.name: path.read_bytes().replace(placeholder, STAGING_PLACEHOLDER)
+        for path in sorted(p for p in staging.iterdir() if p.is_file() and p.name != "lock")
+    }
+
+
+def host_key(files: dict[str, str]) -> str:
+    """The host binding's identity: ``main.cpp`` (declarations and the pybind11 module of the
+    call's ``functions``) and the flags it compiles with. Children that change only their ``.cu``
+    share it; the pool sends them to one node (build_pool.py)."""
+    ninja = files.get("build.ninja", "")
+    flags = [line for line in ninja.splitlines() if line.startswith(("cxx =", "cflags =", "post_cflags ="))]
+    return hashlib.sha256("\0".join([files.get("main.cpp", ""), *flags]).encode()).hexdigest()
 
 
 def object_note(counts: dict[str, int]) -> str:
@@ -256,65 +336,3 @@ def object_note(counts: dict[str, int]) -> str:
         if counts.get(key)
     ]
     return f"extensions: {', '.join(parts)}" if parts else ""
-
-
-def _copy_object(source: Path, target: Path) -> None:
-    """A new file with the bytes of ``source``, which must be a regular file (no link)."""
-    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_OBJECT_BYTES:
-            raise RuntimeError(f"the build left no regular object file of at most {MAX_OBJECT_BYTES} bytes")
-        target.parent.mkdir(exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}")
-        with partial.open("wb") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
-    partial.chmod(0o555)
-    os.replace(partial, target)
-
-
-@contextlib.contextmanager
-def _locked(path: Path, deadline: float) -> Iterator[None]:
-    """An exclusive lock on ``path`` (two siblings asking for the same object build it once)."""
-    with path.open("a") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.perf_counter() >= deadline:
-                    raise TimeoutError(
-                        "waited past the timeout for another build of the same extension"
-                    ) from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def prune(root: Path, max_bytes: int = MAX_CACHE_BYTES, grace_s: float = GRACE_S) -> list[Path]:
-    """Remove the least recently used objects beyond ``max_bytes`` and staging directories left
-    by killed supervisors; returns what went."""
-    now, removed = time.time(), []
-    for stale in (root / "staging").glob("build-*"):
-        with contextlib.suppress(OSError):
-            if now - stale.stat().st_mtime > 3600:
-                shutil.rmtree(stale, ignore_errors=True)
-                removed.append(stale)
-    entries = []
-    for path in (root / "objects").glob("*/*.so"):
-        with contextlib.suppress(OSError):
-            info = path.stat()
-            entries.append((info.st_mtime, info.st_size, path))
-    total = sum(size for _, size, _ in entries)
-    for mtime, size, path in sorted(entries):
-        if total <= max_bytes:
-            break
-        if now - mtime < grace_s:
-            continue
-        shutil.rmtree(path.parent, ignore_errors=True)
-        path.parent.with_name(f"{path.parent.name}.lock").unlink(missing_ok=True)
-        total -= size
-        removed.append(path.parent)
-    return removed

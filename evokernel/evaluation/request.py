@@ -47,6 +47,9 @@ class EvaluationRequest:
     torch_pch: str | None = field(default=None, compare=False)
     # The node's compiled-extension cache (evaluation/object_cache.py), added by the actor.
     object_cache: str | None = field(default=None, compare=False)
+    # The actor's build-service socket (evaluation.builds=pool: evaluation/build_client.py), added by
+    # the actor; None: the supervisor compiles the object cache's misses itself.
+    build_pool: str | None = field(default=None, compare=False)
 
     @classmethod
     def build(

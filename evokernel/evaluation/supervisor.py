@@ -69,6 +69,8 @@ class Supervisor:
                 str(request.get("isolation", "required")),
                 reads,
                 dict(os.environ),
+                # evaluation.builds=pool: misses go to the Ray build pool through the actor.
+                pool=request.get("build_pool"),
             )
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []

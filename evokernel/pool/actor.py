@@ -30,6 +30,7 @@ from evokernel.evaluation.pch import HeaderCache
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
+from evokernel.pool.build_service import BuildService
 from evokernel.types import Evaluation, Status
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class EvaluatorActor:
         precompiled_header: bool = False,
         isolation_mode: str = "required",
         object_cache: bool = False,
+        build_pool: Any = None,
     ) -> None:
         # A same-user candidate may not read this process's /proc files (privileges.py).
         privileges.make_nondumpable()
@@ -93,6 +95,11 @@ class EvaluatorActor:
             self.objects = object_cache_root()
             self.objects.mkdir(parents=True, exist_ok=True)
             prune(self.objects)
+        # evaluation.builds=pool: the supervisors hand the cache's misses to the Ray build pool
+        # through this socket (pool/build_service.py); they have no Ray connection of their own.
+        self.builds: BuildService | None = None
+        if build_pool is not None and self.objects is not None:
+            self.builds = BuildService(self.root / "builds.sock", build_pool)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
@@ -147,7 +154,10 @@ class EvaluatorActor:
         headers = self.headers.root() if self.headers is not None else None
         timeout_s = request.timeout_s
         objects = str(self.objects) if self.objects is not None else None
-        sandboxed = replace(request, gpu_lock=lock, torch_pch=headers, object_cache=objects).to_json()
+        builds = str(self.builds.path) if self.builds is not None else None
+        sandboxed = replace(
+            request, gpu_lock=lock, torch_pch=headers, object_cache=objects, build_pool=builds
+        ).to_json()
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()
@@ -181,4 +191,7 @@ class EvaluatorActor:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            if self.builds is not None:
+                self.builds.close()
+                self.builds = None
             self.scratch.close()

@@ -44,6 +44,7 @@ from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
 from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
+from evokernel.pool.build_pool import start_build_pool
 from evokernel.pool.dedup import Deduplicator
 from evokernel.pool.fair_queue import FairQueue
 from evokernel.pool.health import PoolStats
@@ -106,6 +107,10 @@ class EvaluatorPool:
         # Retries after a harness fault run one at a time, alone (_retry_alone).
         self._solo = SoloRetry(self.queue)
         self.stats = PoolStats()
+        # evaluation.builds=pool: one dispatcher for the cluster's builds (pool/build_pool.py).
+        self.build_pool: Any = None
+        if config.builds == "pool" and config.object_cache:
+            self.build_pool = start_build_pool(config.gpu_node_cores_kept)
         self.size = self.capacity = 0
         self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
         self.workers.refresh(force=True)
@@ -155,6 +160,7 @@ class EvaluatorPool:
             headers,
             self.config.isolation,
             self.config.object_cache,
+            self.build_pool,
         )
 
     async def hardware(self) -> Hardware:
@@ -256,6 +262,14 @@ class EvaluatorPool:
         ``wait_s`` for the builds; a benchmark waits so that it measures the steady state."""
         return list(await asyncio.gather(*(a.header_cache.remote(wait_s) for a in self.actors)))
 
+    async def build_stats(self) -> dict[str, Any]:
+        """The build pool's figures (per node: slots, builds, failures, lost, core-seconds), or
+        ``{}`` under ``evaluation.builds=local``."""
+        if self.build_pool is None:
+            return {}
+        stats: dict[str, Any] = await self.build_pool.stats.remote()
+        return stats
+
     def known_baselines(self, task: Task) -> dict[str, Any] | None:
         """The baselines entry requests of ``task`` carry (None until measured or looked up)."""
         return self.baselines.known(task)
@@ -302,6 +316,9 @@ class EvaluatorPool:
             if pending:
                 log.warning("%d evaluator actors did not stop in %.0f s", len(pending), SHUTDOWN_GRACE_S)
         self.workers.kill_all()
+        if self.build_pool is not None:
+            ray.kill(self.build_pool)
+            self.build_pool = None
 
     async def __aenter__(self) -> EvaluatorPool:
         return self

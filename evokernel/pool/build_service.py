@@ -1,0 +1,96 @@
+"""The evaluator actor's build service (issue 37): the supervisors' way into the Ray build pool.
+
+A supervisor is forked from the actor's fork-server and holds no Ray connection (nor should it:
+its worker runs candidate code beside it). So the actor listens on a unix socket in its own
+scratch root (mode 0600; the candidates' seccomp filter refuses ``connect`` anyway), one thread
+per connection: it reads one :class:`~evokernel.evaluation.build_client.BuildJob`, hands it to
+the pool's dispatcher (:mod:`.build_pool`), fetches the object's bytes from the build node's
+object store and writes reply and bytes back. Every wait is bounded by the job's own seconds
+plus a margin, so a lost pool costs a build its deadline at most, never a hung actor; a
+dispatcher that cannot be reached is an ``unavailable`` reply and the supervisor builds locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayError
+
+from evokernel.evaluation import channel
+from evokernel.evaluation.build_client import RETURN_MARGIN_S, BuildJob, BuildReply
+
+log = logging.getLogger(__name__)
+# A supervisor sends its job at once after connecting; one that does not is dropped.
+REQUEST_TIMEOUT_S = 30.0
+# Jobs a build service takes at once: every candidate of the actor (at most 8) has 1-4 calls.
+BACKLOG = 64
+
+
+class BuildService:
+    """Serves build jobs on ``path`` until :meth:`close`; ``dispatcher`` is the pool's actor."""
+
+    def __init__(self, path: Path, dispatcher: Any) -> None:
+        self.path, self.dispatcher = path, dispatcher
+        self.served = self.failed = 0
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path.unlink(missing_ok=True)
+        self._sock.bind(str(path))
+        path.chmod(0o600)
+        self._sock.listen(BACKLOG)
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept, name="evk-build-service", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(conn,), name="evk-build-job", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(REQUEST_TIMEOUT_S)
+                header, _ = channel.recv(conn)
+                job = BuildJob.from_json(header.get("job"))
+            except (channel.ChannelError, OSError, ValueError, TypeError, KeyError) as exc:
+                log.warning("a malformed build request: %s", exc)
+                return
+            reply, blob = self.build(job)
+            self.served += 1
+            try:
+                conn.settimeout(REQUEST_TIMEOUT_S)
+                channel.send(conn, reply.to_json(), blob)
+            except OSError as exc:  # the supervisor is gone (killed at its timeout): nothing to do
+                self.failed += 1
+                log.info("a build's supervisor left before its reply: %s", exc)
+
+    def build(self, job: BuildJob) -> tuple[BuildReply, bytes]:
+        """``job`` on the pool: the reply, and the object's bytes when it was built."""
+        limit = job.timeout_s + RETURN_MARGIN_S
+        try:
+            answer = ray.get(self.dispatcher.build.remote(job.to_json()), timeout=limit)
+            reply = BuildReply.from_json(answer["reply"])
+            blob = b""
+            if reply.status == "built":
+                blob = bytes(ray.get(answer["blob"][0], timeout=limit))
+        except GetTimeoutError:
+            return BuildReply("timeout", "the build pool did not answer within the evaluation's timeout"), b""
+        except (RayError, ValueError, TypeError, KeyError) as exc:
+            return BuildReply("unavailable", f"the build pool is unavailable: {exc}"[:600]), b""
+        return reply, blob
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self.path.unlink(missing_ok=True)

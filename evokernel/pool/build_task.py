@@ -1,0 +1,101 @@
+"""One pooled object build on a build node (issue 37): the Ray task the build pool submits.
+
+Enters: a :class:`~evokernel.evaluation.build_client.BuildJob` (the GPU node's staging files).
+Leaves: ``(reply, object bytes)`` as two Ray returns, so the pool's dispatcher waits on the small
+reply and hands the bytes' reference on: they travel from this node's object store straight to
+the GPU node's actor, never through the dispatcher.
+
+The build is the GPU node's, made here: the files are written into a staging directory of this
+node's own object cache root (the placeholder replaced by its path) and compiled by
+:func:`evokernel.evaluation.confined_build.run` under the same confinement as on the GPU node
+(Landlock writes only beneath staging, seccomp, capabilities dropped). The node must have the
+same toolchain, checked by the cache root's key (torch's install path, Python, compiler, CUDA
+home and nvcc version): otherwise ``build.ninja``'s absolute include paths would name another
+installation, and the reply says ``unavailable`` so the pool tries another node.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from evokernel.evaluation import confined_build, privileges
+from evokernel.evaluation.build_client import BuildJob, BuildReply
+from evokernel.evaluation.object_files import open_object
+
+STAGING_PLACEHOLDER = "@EVOKERNEL_STAGING@"
+
+
+def node_root() -> Path:
+    """This node's object cache root (made if missing): where pooled builds are staged."""
+    from evokernel.evaluation.object_cache import default_root
+
+    root = default_root()
+    (root / "staging").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def header_reads() -> list[str]:
+    """The node's precompiled torch header, when one was built here (evaluation/pch.py): a
+    ``build.ninja`` from a GPU node whose header was ready names it with ``-I``, and the same path
+    holds the same header on a node of the same toolchain; without it gcc reads the real one."""
+    from evokernel.evaluation.pch import cache_key
+
+    root = Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}" / cache_key()
+    return [str(root)] if root.is_dir() else []
+
+
+def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
+    """Build ``job`` on this node with ``jobs`` parallel compiles; never raises for the build's
+    own faults (they are the reply)."""
+    import time
+
+    from evokernel.evaluation.launcher import sandbox_env
+    from evokernel.evaluation.object_cache import toolchain_key
+
+    node = ray.get_runtime_context().get_node_id()
+    # As the evaluator actor does: the confined build runs as this user and may not read this
+    # process's /proc files (evaluation/privileges.py).
+    privileges.make_nondumpable()
+    if toolchain_key() != job.root_key:
+        why = f"node {node[:8]} has another toolchain ({toolchain_key()}, the job's is {job.root_key})"
+        return BuildReply("unavailable", why, node, details={"toolchain": True}), b""
+    root = node_root()
+    staging = Path(tempfile.mkdtemp(prefix="build-", dir=root / "staging"))
+    try:
+        for name, text in job.files.items():
+            (staging / name).write_text(text.replace(STAGING_PLACEHOLDER, str(staging)))
+        deadline = time.perf_counter() + job.timeout_s
+        env = sandbox_env("cuda", staging, jobs)
+        try:
+            run = confined_build.run(staging, deadline, "required", header_reads(), env)
+        except TimeoutError:
+            return BuildReply("timeout", "the extension build outlived the evaluation's timeout", node), b""
+        if run.code == confined_build.ISOLATION_UNAVAILABLE:
+            why = f"node {node[:8]} cannot confine builds: {run.output[-300:]}"
+            return BuildReply("unavailable", why, node, run.seconds, run.cpu_s), b""
+        if run.code != 0:
+            deterministic = confined_build.deterministic_failure(run.code, run.output)
+            details = {"deterministic": deterministic}
+            return BuildReply("failed", run.output, node, run.seconds, run.cpu_s, details=details), b""
+        try:
+            with open_object(staging / job.so_name) as f:
+                data = f.read()
+        except (OSError, RuntimeError) as exc:
+            return BuildReply("failed", f"the build left no object: {exc}", node, run.seconds, run.cpu_s), b""
+        return BuildReply("built", "", node, run.seconds, run.cpu_s), data
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@ray.remote(num_returns=2, max_retries=0)
+def build_task(job: dict[str, Any], jobs: int) -> tuple[dict[str, Any], bytes]:
+    """The Ray task: ``max_retries=0`` because the dispatcher retries a lost build itself, on
+    another node (Ray's own retry would wait for the same pinned node)."""
+    reply, data = build_here(BuildJob.from_json(job), jobs)
+    return reply.to_json(), data

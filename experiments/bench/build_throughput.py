@@ -1,0 +1,285 @@
+"""Benchmark: distinct CUDA candidates per minute with builds local vs on the Ray build pool (issue 37).
+
+    python3 experiments/bench/build_throughput.py --corpus ../shared/corpora/pike-level3 --builds local,pool
+    python3 experiments/bench/build_throughput.py --corpus ../shared/corpora/pike-level3 --split --pin
+
+Question: how many distinct level-3 CUDA kernels (every file of the corpus differs, so no object
+can be reused) does one GPU verify and time per minute when its node compiles them itself
+(``evaluation.builds=local``) against when the Ray build pool does (``pool``), and how many
+core-seconds does one build cost? Goal: >= 20/min on one 16-core node; core-seconds per build
+down by a third.
+
+Method: per mode, a cold node object cache (the precompiled header is kept: built once per node,
+~50 s), a new ``EvaluatorPool`` whose baselines and header are ready before the clock starts,
+then every file at once, timed to the last verdict (corpus_throughput.run_phase). ``--split``
+first starts a local Ray cluster of ``ray start`` processes on this machine: one GPU node with
+``--node-cpus`` CPUs and ``--build-nodes`` CPU-only nodes with as many each (``--pin``: each
+node's processes, and so its builds, on cores of their own with taskset); the GPU node keeps all
+its cores (``gpu_node_cores_kept``) so pooled builds land on the CPU nodes only. Per mode:
+candidates/min, verdicts, builds made here and on the pool per node (the dispatcher's counts),
+core-seconds per build (wait4 of each confined build, wherever it ran), and with ``--pin`` the
+busy share of the GPU node's own cores. ``--smoke`` replaces the corpus with three tiny CPU
+extensions on the axpy fixture task (a check that the script runs on a machine without a GPU).
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from corpus_throughput import language, run_phase, stratified
+from field_verdicts import pair_files
+
+from evokernel.evaluation.object_cache import default_root
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline("evk_smoke_{n}", cpp_sources=["""
+#include <pybind11/pybind11.h>
+namespace torch {{ template <class F> F wrap_pybind_function(F f) {{ return f; }} }}
+int twice_{n}(int x) {{ return 2 * x + {n} - {n}; }}
+"""], functions=["twice_{n}"], no_implicit_headers=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, b):
+        assert _ext.twice_{n}(2) == 4
+        return 3.0 * x + b
+'''
+
+
+def cpu_lines() -> dict[str, list[int]]:
+    """Per-CPU jiffies from /proc/stat: {"cpu3": [user, nice, system, idle, iowait, ...]}."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name != "cpu":
+            out[name] = [int(x) for x in fields]
+    return out
+
+
+def busy_share(before: dict[str, list[int]], after: dict[str, list[int]], cpus: list[int]) -> float | None:
+    busy = total = 0
+    for cpu in cpus:
+        a, b = before.get(f"cpu{cpu}"), after.get(f"cpu{cpu}")
+        if a is None or b is None:
+            return None
+        delta = [y - x for x, y in zip(a, b, strict=False)]
+        idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
+        busy, total = busy + sum(delta) - idle, total + sum(delta)
+    return round(busy / total, 3) if total else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple[str, list[int]]]:
+    """A GPU head node and CPU-only build nodes, each a ``ray start`` of its own; yields (address,
+    the GPU node's cores when pinned) and stops them all."""
+    temp = Path(tempfile.mkdtemp(prefix="evk-split-", dir="/tmp"))  # short: Ray's socket paths
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    cores = os.cpu_count() or 1
+    pin = pin and shutil.which("taskset") is not None and cores >= node_cpus * (build_nodes + 1)
+
+    def start(index: int, args: list[str], extra_env: dict[str, str]) -> None:
+        prefix = ["taskset", "-c", f"{index * node_cpus}-{(index + 1) * node_cpus - 1}"] if pin else []
+        command = [*prefix, "ray", "start", f"--num-cpus={node_cpus}", "--disable-usage-stats", *args]
+        subprocess.run(command, env={**env, **extra_env}, check=True, stdout=subprocess.DEVNULL)
+
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    try:
+        start(0, ["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"], {})
+        for i in range(build_nodes):
+            # No GPU for Ray to find: a CPU-only node, as a cluster's cheap build machines are.
+            start(i + 1, [f"--address={address}", "--num-gpus=0"], {"CUDA_VISIBLE_DEVICES": ""})
+        yield address, list(range(node_cpus)) if pin else []
+    finally:
+        import ray
+
+        ray.shutdown()
+        subprocess.run(["ray", "stop", "--force"], env=env, check=False, capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def build_figures(evaluations: list[Any]) -> dict[str, Any]:
+    """Builds made by the supervisors (here) and by the pool (per node), and core-seconds each."""
+    here = pooled = failed = hits = cached_failures = 0
+    cpu_s = 0.0
+    per_node: Counter[str] = Counter()
+    for ev in evaluations:
+        cache = ev.details.get("object_cache") or {}
+        nodes = cache.get("pool") or {}
+        per_node.update(nodes)
+        pooled += sum(nodes.values())
+        here += int(cache.get("built", 0)) - sum(nodes.values())
+        failed += int(cache.get("failed", 0))
+        hits += int(cache.get("hits", 0))
+        cached_failures += int(cache.get("failed_cached", 0))
+        cpu_s += float(cache.get("build_cpu_s", 0.0))
+    builds = here + pooled + failed - cached_failures
+    return {
+        "built_here": here,
+        "built_on_pool": pooled,
+        "pool_per_node": dict(per_node),
+        "failed": failed,
+        "failed_from_cache": cached_failures,
+        "hits": hits,
+        "core_s_per_build": round(cpu_s / builds, 2) if builds else None,
+    }
+
+
+def corpus_files(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
+    from evokernel.tasks import load_task
+
+    if args.smoke:
+        task = load_task(REPO / "tests" / "fixtures" / "tasks" / "axpy.py")
+        return [(f"smoke_{n}", task, SMOKE.format(n=n)) for n in range(1, 4)]
+    folders = [args.corpus / "solutions" / f for f in args.folders.split(",")]
+    pairs = pair_files(args.corpus / "tasks", folders)
+    tasks = {t: load_task(t) for t, _ in pairs}
+    every = [(f"{s.parent.name}/{s.name}", tasks[t], s.read_text()) for t, s in pairs]
+    cuda = [f for f in every if language(f[2]) == "cuda"]
+    return stratified(cuda, args.count)
+
+
+def run_mode(
+    args: argparse.Namespace, mode: str, files: list[Any], address: str | None, pinned: list[int]
+) -> Any:
+    import torch
+
+    from evokernel.config.schema import EvaluationConfig, RayConfig
+    from evokernel.db import SolutionLibrary
+    from evokernel.pool import EvaluatorPool
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shutil.rmtree(default_root(), ignore_errors=True)  # cold: every build is a miss
+    config = EvaluationConfig(
+        device=device,
+        timeout_s=args.timeout,
+        concurrency_per_worker=args.concurrency,
+        compile_baseline="off",
+        profile=args.profile,
+        builds=mode,
+        gpu_node_cores_kept=args.kept,
+        workers=1 if device == "cuda" else 0,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        library = SolutionLibrary(Path(tmp) / "baselines.db")
+        pool = EvaluatorPool(config, RayConfig(address=address), baselines=library)
+
+        async def warm_up() -> tuple[str, list[dict[str, Any]]]:
+            hardware = await pool.hardware()
+            await pool.prepare(list({id(t): t for _, t, _ in files}.values()))
+            return hardware.describe(), await pool.header_caches(wait_s=900)
+
+        hardware, headers = asyncio.run(warm_up())
+        print(f"{mode}: {len(files)} files, {pool.concurrency} in flight; headers {headers}", flush=True)
+        before = cpu_lines()
+        done = asyncio.run(run_phase(pool, mode, files, None, args.budget_s))
+        after = cpu_lines()
+        stats = asyncio.run(pool.build_stats())
+        pool.shutdown()
+        library.close()
+    evaluations = list(done["evaluations"].values())
+    figures = {
+        **{k: done["figures"][k] for k in ("candidates", "cut", "wall_s", "per_min_per_gpu", "statuses")},
+        "stage_mean_s": done["figures"]["stage_mean_s"],
+        "stage_mean_cpu_s": done["figures"]["stage_mean_cpu_s"],
+        "host_cpu_busy": done["figures"]["host_cpu_busy"],
+        "concurrency": pool.concurrency,
+        "builds": build_figures(evaluations),
+        "pool": {
+            "per_node": {
+                node[:12]: {k: s[k] for k in ("gpu", "slots", "built", "failed", "lost", "cpu_s")}
+                for node, s in stats.get("nodes", {}).items()
+            },
+            "retried": stats.get("retried"),
+            "unavailable": stats.get("unavailable"),
+        }
+        if stats
+        else None,
+        "gpu_node_cores_busy": busy_share(before, after, pinned) if pinned else None,
+    }
+    return hardware, figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--corpus", type=Path, help="a folder with tasks/ and solutions/*/")
+    parser.add_argument(
+        "--folders", default="orig,openevolve_pop_25_no_agents_300,openevolve_pop_10_no_agents_300"
+    )
+    parser.add_argument("--count", default="all", help="how many CUDA files (a stratified sample) or all")
+    parser.add_argument("--builds", default="local,pool", help="modes in order: local, pool or both")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="candidates in flight (0: the pool's default)"
+    )
+    parser.add_argument("--kept", type=int, default=-1, help="evaluation.gpu_node_cores_kept (-1: 4 per GPU)")
+    parser.add_argument("--profile", default="kernelbench-v0")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--budget-s", type=float, default=3600.0, help="per mode; later verdicts are cut")
+    parser.add_argument(
+        "--split", action="store_true", help="a GPU node and CPU-only build nodes, by ray start"
+    )
+    parser.add_argument("--node-cpus", type=int, default=4)
+    parser.add_argument("--build-nodes", type=int, default=3)
+    parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
+    parser.add_argument(
+        "--smoke", action="store_true", help="three tiny CPU extensions instead of the corpus"
+    )
+    args = parser.parse_args()
+    if not args.smoke and args.corpus is None:
+        parser.error("--corpus is required (or --smoke)")
+    if args.split and args.kept < 0:
+        args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
+    modes = [m.strip() for m in args.builds.split(",") if m.strip()]
+    if not modes or any(m not in ("local", "pool") for m in modes):
+        parser.error("--builds takes local, pool or local,pool")
+    files = corpus_files(args)
+    results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
+    print(f"{len(files)} distinct files", flush=True)
+    cluster = (
+        split_cluster(args.node_cpus, args.build_nodes, args.pin) if args.split else contextlib.nullcontext()
+    )
+    with cluster as split:
+        address, pinned = split if split else (None, [])
+        for mode in modes:
+            results["hardware"], figures = run_mode(args, mode, files, address, pinned)
+            results["modes"][mode] = figures
+            print(f"{mode}: {json.dumps(figures)}", flush=True)
+            if address is None:
+                import ray
+
+                ray.shutdown()  # each mode on a fresh local cluster
+    if "local" in results["modes"] and "pool" in results["modes"]:
+        local, pool = results["modes"]["local"], results["modes"]["pool"]
+        results["speedup_per_min"] = round(pool["per_min_per_gpu"] / max(local["per_min_per_gpu"], 1e-9), 2)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""The Ray build pool (issue 37): object-cache misses compiled on the cluster's CPU nodes, spread
+over them, re-run elsewhere when a build node is lost, given to a node that joins; the failure
+verdict cache; the placement rules without Ray.
+
+Real parts: a Ray cluster of several raylets on this machine (``ray.cluster_utils.Cluster``, a
+head without CPUs and build nodes of one CPU each), the dispatcher actor and its Ray tasks, the
+actor-side build service on a unix socket (served here by the test process, as an evaluator
+actor serves it), the supervisor's :class:`ObjectCache` and real g++ builds of tiny
+``load_inline(functions=...)`` extensions (pybind11 without torch's header: ~2 s each), confined
+as every cached build is. Each test checks the object imports and runs."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from evokernel.evaluation import confined_build, landlock, seccomp
+from evokernel.evaluation.object_cache import ObjectCache
+from evokernel.evaluation.remote_builds import import_object
+from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
+from evokernel.pool.build_service import BuildService
+
+needs_isolation = pytest.mark.skipif(
+    landlock.abi_version() < 1 or not seccomp.available(), reason="this kernel has no Landlock or seccomp"
+)
+# pybind11 instead of torch/extension.h (no_implicit_headers): a build is ~2 s of g++, not ~25.
+SHIM = """#include <pybind11/pybind11.h>
+namespace torch { template <class F> F wrap_pybind_function(F f) { return f; } }
+"""
+# A compile that takes ~4 s of one core (constexpr evaluation), so a node can be lost under it.
+SLOW = """constexpr long spin(long n) { long s = 0;
+  for (long i = 0; i < n; ++i) for (long j = 0; j < 1000; ++j) s += (i ^ j) % 7; return s; }
+static_assert(spin(3000) >= 0, "");
+"""
+FAST_NODE_DEATH = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+}
+
+
+def call(n: int, slow: bool = False) -> dict[str, Any]:
+    source = f"{SHIM}{SLOW if slow else ''}int add_{n}(int x) {{ return x + {n}; }}\n"
+    flags = ["-fconstexpr-ops-limit=100000000000"] if slow else []
+    return {
+        "name": f"evk_pool_{n}",
+        "cpp_sources": [source],
+        "functions": [f"add_{n}"],
+        "no_implicit_headers": True,
+        "extra_cflags": flags,
+    }
+
+
+def fresh(name: str) -> None:
+    """As in a fresh supervisor: torch names a second build of one name in a process ``name_v1``."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+
+
+def answered(cache: ObjectCache, n: int, slow: bool = False) -> int:
+    """Build call ``n`` through ``cache`` and run the module: ``add_n(1)``."""
+    fresh(f"evk_pool_{n}")
+    reply = cache.answer(call(n, slow), time.perf_counter() + 120)
+    assert "object" in reply, reply
+    assert Path(reply["object"]).is_relative_to(cache.root / "objects")
+    result: int = getattr(import_object(reply["name"], reply["object"]), f"add_{n}")(1)
+    return result
+
+
+# ---- placement, without Ray ----------------------------------------------------------------------
+def test_cpu_only_nodes_first_then_the_gpu_nodes_spare_cores() -> None:
+    assert build_slots({"CPU": 16}, -1, 2) == (8, False)
+    assert build_slots({"CPU": 16, "GPU": 1}, -1, 2) == (6, True)  # 4 kept per GPU
+    assert build_slots({"CPU": 4, "GPU": 1}, 4, 2) == (0, True)  # the split benchmark's GPU node
+    assert build_slots({"CPU": 0}, -1, 2) == (0, False)
+    gpu, a, b = BuildNode("gpu", 4, True), BuildNode("a", 2, False), BuildNode("b", 2, False)
+    assert choose([gpu, a, b]) is a
+    a.busy = 1
+    assert choose([gpu, a, b]) is b
+    b.busy = 2
+    assert choose([gpu, a, b]) is a  # half full beats full
+    a.busy = 2
+    assert choose([gpu, a, b]) is gpu  # CPU-only nodes full: the GPU node's spare cores
+    gpu.busy = 4
+    assert choose([gpu, a, b]) is None
+    # A host binding built on a node brings the next build of it there, unless that is a GPU node
+    # while a CPU-only node has room.
+    a.busy = b.busy = gpu.busy = 0
+    assert choose([gpu, a, b], preferred="b") is b
+    assert choose([gpu, a, b], preferred="gpu") is a
+
+
+def test_only_compile_errors_are_remembered() -> None:
+    error = "main.cpp:3:1: error: expected ';' before '}' token\nninja: build stopped"
+    assert confined_build.deterministic_failure(1, error)
+    assert not confined_build.deterministic_failure(1, error + "\nc++: fatal error: Killed signal terminated")
+    assert not confined_build.deterministic_failure(1, "ninja: error: loading 'build.ninja': No space left")
+    assert not confined_build.deterministic_failure(confined_build.ISOLATION_UNAVAILABLE, error)
+    assert confined_build.deterministic_failure(2, 'k.cu(7): error: identifier "foo" is undefined')
+
+
+# ---- a real cluster ------------------------------------------------------------------------------
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    temp_dir = tempfile.mkdtemp(prefix="evk-bp-", dir="/tmp")  # short: Ray's socket paths
+    monkeypatch.setenv("RAY_TMPDIR", temp_dir)
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    head_args = {"num_cpus": 0, "include_dashboard": False, "_system_config": FAST_NODE_DEATH}
+    made = Cluster(initialize_head=True, head_node_args=head_args)
+    try:
+        yield made
+    finally:
+        ray.shutdown()
+        made.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+class Pool:
+    """The dispatcher and an actor's build service, as an evaluator actor holds them."""
+
+    def __init__(self, cluster: Cluster, tmp: Path, kept_cores: int = -1) -> None:
+        ray.init(address=cluster.address, include_dashboard=False)
+        self.dispatcher: Any = BuildDispatcher.options(num_cpus=0).remote(kept_cores, 1)  # type: ignore[attr-defined]
+        self.service = BuildService(
+            Path(tempfile.mkdtemp(prefix="evk-bs-", dir="/tmp")) / "b.sock", self.dispatcher
+        )
+        self.root = tmp / "objects-root"
+        self.root.mkdir()
+
+    def cache(self) -> ObjectCache:
+        """A supervisor's view: its own ObjectCache on the node's root, builds sent to the pool."""
+        return ObjectCache(self.root, "required", [], {"PATH": "/usr/bin:/bin"}, pool=str(self.service.path))
+
+    def stats(self) -> dict[str, Any]:
+        got: dict[str, Any] = ray.get(self.dispatcher.stats.remote())
+        return got
+
+    def built(self) -> dict[str, int]:
+        return {node: s["built"] for node, s in self.stats()["nodes"].items() if s["built"]}
+
+    def close(self) -> None:
+        self.service.close()
+        shutil.rmtree(self.service.path.parent, ignore_errors=True)
+
+
+def in_threads(*jobs: Any) -> list[Any]:
+    results: list[Any] = [None] * len(jobs)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = jobs[i]()
+        except Exception as exc:  # noqa: BLE001 (the assertion below shows it, with the test's names)
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    return results
+
+
+@needs_isolation
+def test_builds_spread_over_the_cpu_nodes_and_keep_off_the_gpu_node(cluster: Cluster, tmp_path: Path) -> None:
+    a, b = (str(cluster.add_node(num_cpus=1).node_id) for _ in range(2))
+    gpu = str(cluster.add_node(num_cpus=2, num_gpus=1).node_id)  # 1 kept: one spare core
+    pool = Pool(cluster, tmp_path, kept_cores=1)
+    try:
+        # One at a time: always a CPU-only node.
+        assert answered(pool.cache(), 1) == 2
+        # Four at once, from four supervisors: both CPU nodes build, each object is counted once.
+        results = in_threads(*(lambda n=n: answered(pool.cache(), n) for n in range(2, 6)))
+        assert results == [3, 4, 5, 6], results
+        built = pool.built()
+        assert built.get(a, 0) >= 1 and built.get(b, 0) >= 1, built
+        assert sum(built.values()) == 5, built
+        assert built.get(gpu, 0) <= 1, built  # its one spare slot, only while both others were busy
+        # The object came back into the GPU node's cache: the next supervisor hits it.
+        again = pool.cache()
+        assert answered(again, 3) == 4
+        assert again.counts == {"hits": 1}
+        nodes = pool.stats()["nodes"]
+        assert all(nodes[n]["cpu_s"] > 0 for n in built), nodes
+    finally:
+        pool.close()
+
+
+@needs_isolation
+def test_a_build_node_lost_mid_build_has_its_build_run_again_elsewhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    nodes = {str(n.node_id): n for n in (cluster.add_node(num_cpus=1) for _ in range(2))}
+    pool = Pool(cluster, tmp_path)
+    try:
+        cache = pool.cache()
+        result = in_threads(lambda: answered(cache, 7, slow=True), lambda: lost(pool, cluster, nodes))
+        assert result[0] == 8, result
+        victim = result[1]
+        stats = pool.stats()
+        assert stats["retried"] == 1, stats
+        assert stats["nodes"][victim]["built"] == 0 and stats["nodes"][victim]["lost"] == 1, stats
+        assert stats["built"] == 1, stats  # counted once, where it finished
+        assert cache.counts == {"built": 1}
+        assert cache.extra["pool_retried"] == 1
+    finally:
+        pool.close()
+
+
+def lost(pool: Pool, cluster: Cluster, nodes: dict[str, Any]) -> str:
+    """Remove the node that is building, once its compiler runs; returns its id."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        busy = ray.get(pool.dispatcher.in_flight.remote())
+        if busy:
+            victim = next(iter(busy))
+            time.sleep(2.0)  # into the compile (worker start and torch import take ~1-2 s)
+            cluster.remove_node(nodes[victim], allow_graceful=False)
+            return victim
+        time.sleep(0.1)
+    raise AssertionError("no build started")
+
+
+@needs_isolation
+def test_a_node_that_joins_mid_run_gets_builds(cluster: Cluster, tmp_path: Path) -> None:
+    first = str(cluster.add_node(num_cpus=1).node_id)
+    pool = Pool(cluster, tmp_path)
+    try:
+        assert answered(pool.cache(), 11) == 12
+        joined = str(cluster.add_node(num_cpus=1).node_id)
+        time.sleep(1.5)  # the dispatcher reads the node table at most every second
+        results = in_threads(*(lambda n=n: answered(pool.cache(), n) for n in (12, 13)))
+        assert results == [13, 14], results
+        built = pool.built()
+        assert built.get(joined, 0) >= 1, built
+        assert built.get(first, 0) >= 1, built
+    finally:
+        pool.close()
+
+
+@needs_isolation
+def test_without_a_pool_the_supervisor_builds_itself_and_says_why(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    cache = ObjectCache(root, "required", [], {"PATH": "/usr/bin:/bin"}, pool=str(tmp_path / "nobody.sock"))
+    assert answered(cache, 21) == 22
+    assert cache.counts == {"built": 1}
+    assert cache.extra["pool_fallback"] == 1
+    assert "no build service" in cache.extra["pool_fallback_reason"]
+
+
+@needs_isolation
+def test_a_compile_error_is_answered_from_the_cache_the_second_time(tmp_path: Path) -> None:
+    broken = {**call(31), "cpp_sources": [SHIM + "int add_31(int x) { return x + }\n"]}
+    first = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"})
+    error = first.answer(broken, time.perf_counter() + 120)["error"]
+    assert "error: expected" in error and first.build_cpu_s > 0
+    second = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"})
+    fresh("evk_pool_31")
+    assert second.answer(broken, time.perf_counter() + 120) == {"error": error}
+    assert second.counts == {"failed": 1} and second.extra == {"failed_cached": 1}
+    assert second.build_cpu_s == 0.0
