@@ -159,6 +159,16 @@ class TimingConfig:
     # Eager/compile baselines (timed once per task, GPU and software, then cached): timed samples
     # span at least this long; cuBLAS under the power cap drifts ~2 % between 100 ms windows.
     baseline_min_ms: float = 1000.0
+    # Paired timing (evaluation/pairing.py): the candidate and the eager reference alternate in
+    # blocks of ~paired_block_ms each; sampling stops when the speedup's 95 % interval is within
+    # +-paired_halfwidth of it (after paired_min_pairs pairs and min_ms a side), or a side reaches
+    # max_ms / max_reps.
+    paired_halfwidth: float = 0.01
+    paired_min_pairs: int = 10
+    paired_block_ms: float = 10.0
+    # While a candidate is timed, the node's compiles (every evaluator's nvcc/g++/ninja) are
+    # stopped and continued right after, at most half of any 10 s (evaluation/quiet.py).
+    quiet_builds: bool = True
 
     def for_baseline(self) -> TimingConfig:
         """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call
@@ -219,6 +229,10 @@ class EvaluationConfig:
     # Candidate processes under Landlock + seccomp (evaluation/isolation.py): required refuses to
     # evaluate where the kernel cannot; best-effort applies what it has and records it per verdict.
     isolation: str = "required"
+    # A candidate whose first figure would make it its task's best is evaluated again, timed in
+    # one window with the current best, and the re-measurement is what the run records and
+    # ranks by (run/confirm.py: the largest of many noisy figures is biased upward by its noise).
+    confirm_best: bool = True
     # After timing, correct candidates (and each task's reference, once) are profiled: none,
     # timeline (torch.profiler: kernels, launches, host gaps, bottleneck, speed of light) or
     # counters (also Nsight Compute per main kernel). Off by default: CUPTI's start costs 4-6 s

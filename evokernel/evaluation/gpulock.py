@@ -56,6 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evokernel.evaluation.quiet import quiet_window
 from evokernel.exceptions import EvaluationError
 
 # Which lock a supervisor command needs: GPU work that may overlap (shared) or a timing (exclusive).
@@ -74,9 +75,14 @@ class GpuLock:
     """One supervisor's handle on its actor's GPU lock. ``directory`` None: a no-op (the cold
     path and ``evokernel verify``, where nothing else runs beside the evaluation)."""
 
-    def __init__(self, directory: Path | None, max_wait_s: float = float("inf")) -> None:
+    def __init__(
+        self, directory: Path | None, max_wait_s: float = float("inf"), quiet: str | None = None
+    ) -> None:
         self.directory = directory
         self.max_wait_s = max_wait_s
+        # The node's quiet-window keeper (quiet.py): builds paused while this holds exclusively.
+        self.quiet = quiet
+        self.quiet_record: dict[str, Any] = {}
         self.waited_s = 0.0
         self.exclusive_s = 0.0
         self.shared_s = 0.0
@@ -90,7 +96,7 @@ class GpuLock:
         spec = request.get("gpu_lock")
         if not spec:
             return cls(None)
-        return cls(Path(spec["dir"]), float(spec["max_wait_s"]))
+        return cls(Path(spec["dir"]), float(spec["max_wait_s"]), spec.get("quiet"))
 
     def _files(self) -> tuple[int, int]:
         if self._fds is None:
@@ -128,7 +134,8 @@ class GpuLock:
         timer.daemon = True
         timer.start()
         try:
-            yield
+            with quiet_window(self.quiet if exclusive else None, self.quiet_record):
+                yield
         finally:
             timer.cancel()
             with self._guard:
@@ -163,10 +170,11 @@ class GpuLock:
                 time.sleep(pause)
                 pause = min(POLL_S[1], pause * 2)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         return {
             "wait_s": round(self.waited_s, 4),
             "exclusive_s": round(self.exclusive_s, 4),
             "shared_s": round(self.shared_s, 4),
             "released_early": self.released_early,
+            **({"quiet": self.quiet_record} if self.quiet_record else {}),
         }

@@ -51,6 +51,7 @@ from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
 from evokernel.evaluation.loading import build_reference, load_source, make_inputs
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
+from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
 
 
@@ -70,17 +71,30 @@ def main(argv: list[str]) -> int:
         else "shared (isolation off)"
     )
     hidden = guards.hide_from_children()
-    parent_sock, child_sock = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        parent_sock.close()
-        worker.serve(child_sock, [key_fd, result_fd], request, workdir)
-    child_sock.close()
+    # A confirmation (run/confirm.py) times the incumbent beside the candidate: a second worker,
+    # in a directory of its own beside the candidate's (Landlock keeps each worker to its own).
+    incumbent = request.get("incumbent_source")
+    links = [socket.socketpair() for _ in range(2 if incumbent else 1)]
+    pids = []
+    for n, (parent_sock, child_sock) in enumerate(links):
+        directory = workdir if n == 0 else _incumbent_directory(workdir, str(incumbent))
+        others = [fd for m, pair in enumerate(links) if m != n for fd in (pair[0].fileno(), pair[1].fileno())]
+        pid = os.fork()
+        if pid == 0:
+            parent_sock.close()
+            worker.serve(
+                child_sock, [key_fd, result_fd, *others], {**request, "workdir": str(directory)}, directory
+            )
+        pids.append(pid)
+    for _, child_sock in links:
+        child_sock.close()
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
     start_s = time.monotonic() - float(request.get("launched_at", time.monotonic()))
-    supervisor = Supervisor(request, parent_sock, pid, start)
+    supervisor = Supervisor(request, links[0][0], pids[0], start)
+    if incumbent:
+        supervisor.incumbent = WorkerProcess(links[1][0], pids[1])
     try:
         evaluation = supervisor.run()
     except StageFailure as failure:
@@ -109,6 +123,8 @@ def main(argv: list[str]) -> int:
         )
     finally:
         supervisor.stop_worker()
+        if supervisor.incumbent is not None:
+            supervisor.incumbent.stop()
     details = {
         **evaluation.details,
         "supervisor_hidden": hidden,
@@ -117,6 +133,13 @@ def main(argv: list[str]) -> int:
         "gpu_lock": supervisor.gpu.summary(),
     }
     return _send(replace(evaluation, details=details), request, start, key, result_fd)
+
+
+def _incumbent_directory(workdir: Path, source: str) -> Path:
+    directory = workdir.parent / "incumbent"
+    directory.mkdir(mode=0o700)
+    (directory / "candidate.py").write_text(source)
+    return directory
 
 
 def _baselines_only(request: dict[str, Any], key_fd: int, result_fd: int) -> int:

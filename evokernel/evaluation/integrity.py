@@ -170,6 +170,8 @@ def harness_snapshot() -> dict[str, Any]:
 # calls, not the timing module's) once timed a kernel 49x faster than it ran (issue 33).
 HARNESS_MODULES = (
     "evokernel.evaluation.worker",
+    "evokernel.evaluation.worker_timing",
+    "evokernel.evaluation.block_timer",
     "evokernel.evaluation.timing",
     "evokernel.evaluation.timing_stats",
     "evokernel.evaluation.host_clock",

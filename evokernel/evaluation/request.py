@@ -42,6 +42,9 @@ class EvaluationRequest:
     profiling: str = "none"  # evaluation.profiling (evaluation/profiling/stage.py)
     # "baselines": measure the task's eager/compile baselines (trusted code only), no candidate.
     mode: Literal["candidate", "baselines"] = "candidate"
+    # A confirmation (run/confirm.py): the task's current best, timed in the candidate's window
+    # by a second worker (evaluation/confirmation.py); None: an ordinary evaluation.
+    incumbent_source: str | None = None
     # Added by the actor that runs it: its GPU lock ({dir, max_wait_s}) and precompiled headers.
     gpu_lock: dict[str, Any] | None = field(default=None, compare=False)
     torch_pch: str | None = field(default=None, compare=False)

@@ -43,6 +43,8 @@ class Supervisor:
     def __init__(self, request: dict[str, Any], sock: socket.socket, worker_pid: int, start: float) -> None:
         self.request, self.sock = request, sock
         self.worker = WorkerProcess(sock, worker_pid)
+        # A confirmation's second worker, running the incumbent (harness.py; timing_stage.py).
+        self.incumbent: WorkerProcess | None = None
         # GPU lock waits (gpulock.py) are the pool's doing: they extend the deadline, not use it up.
         self.gpu = GpuLock.from_request(request)
         self.base_deadline = start + float(request["timeout_s"])
@@ -82,6 +84,8 @@ class Supervisor:
         # The task's minimum bytes and FLOPs (profiling/verdict.py), for the speed of light.
         self.work: dict[str, Any] | None = None
         self.timed_reference: tuple[Any, Any] | None = None
+        # The eager reference's side of the paired timing (timing_stage.py).
+        self.paired_reference: dict[str, Any] | None = None
         # Trials whose repeat differed bit for bit within tolerance (_check_repeat).
         self.nondeterministic: list[str] = []
 
@@ -95,35 +99,47 @@ class Supervisor:
         command: dict[str, Any],
         meanwhile: Callable[[], Any] | None = None,
         limit_s: float | None = None,
+        lock: bool = True,
+        worker: WorkerProcess | None = None,
     ) -> tuple[dict[str, Any], bytearray]:
         """Send ``command`` and return the worker's answer; ``meanwhile`` (the supervisor's own
         share of the step, e.g. the reference run of a trial) runs while the worker works.
-        ``limit_s``: a shorter deadline for this step (the profiling stage's)."""
+        ``limit_s``: a shorter deadline for this step (the profiling stage's). ``lock`` False: the
+        caller holds the GPU lock the op needs already (the timing stage's phases). ``worker``:
+        another worker than the candidate's (a confirmation's incumbent)."""
+        if not lock:
+            return self._ask(command, meanwhile, limit_s, worker)
         with self.gpu.hold(str(command["op"])):
-            return self._ask(command, meanwhile, limit_s)
+            return self._ask(command, meanwhile, limit_s, worker)
 
     def _ask(
-        self, command: dict[str, Any], meanwhile: Callable[[], Any] | None, limit_s: float | None = None
+        self,
+        command: dict[str, Any],
+        meanwhile: Callable[[], Any] | None,
+        limit_s: float | None = None,
+        worker: WorkerProcess | None = None,
     ) -> tuple[dict[str, Any], bytearray]:
         deadline = self.deadline if limit_s is None else min(self.deadline, time.perf_counter() + limit_s)
+        worker = worker or self.worker
+        sock = worker.sock
         try:
             if deadline - time.perf_counter() <= 0:
                 raise TimeoutError
-            self.sock.settimeout(deadline - time.perf_counter())
-            channel.send(self.sock, command)
+            sock.settimeout(deadline - time.perf_counter())
+            channel.send(sock, command)
             if meanwhile is not None:
                 meanwhile()
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise TimeoutError
-            self.sock.settimeout(remaining)
-            header, blob = channel.recv(self.sock)
+            sock.settimeout(remaining)
+            header, blob = channel.recv(sock)
             while header.get("request") == "build":
-                channel.send(self.sock, self._build(header.get("call"), deadline))
-                self.sock.settimeout(max(0.001, deadline - time.perf_counter()))
-                header, blob = channel.recv(self.sock)
+                channel.send(sock, self._build(header.get("call"), deadline))
+                sock.settimeout(max(0.001, deadline - time.perf_counter()))
+                header, blob = channel.recv(sock)
         except TimeoutError as exc:
-            self.worker.kill()
+            worker.kill()
             what = f"{command['op']} {command.get('index', '')}".strip()
             raise StageFailure(
                 Status.TIMEOUT,
@@ -132,7 +148,7 @@ class Supervisor:
                 f"the evaluation did not finish within {self.request['timeout_s']:.0f} s ({self.stage})",
             ) from exc
         except (channel.ChannelError, OSError) as exc:
-            raise StageFailure(Status.CRASHED, self.stage, self.worker.death_reason(exc, self.stage)) from exc
+            raise StageFailure(Status.CRASHED, self.stage, worker.death_reason(exc, self.stage)) from exc
         if not header.get("ok"):
             status = Status(header.get("status", "runtime_error"))
             if status not in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR):

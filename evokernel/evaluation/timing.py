@@ -68,6 +68,7 @@ __all__ = [
     "collect_batch",
     "comparable",
     "enqueue_batch",
+    "finish_cuda",
     "median_rse",
     "time_callable",
 ]
@@ -104,27 +105,35 @@ def time_callable(
         flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
         result = _time_cuda(fn, device, settings, flush, prepare)
         del flush
-        walls = wall_medians(fn, device)
-        fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
-        launch_bound = 0 < fastest_ms * 1e3 < settings.launch_bound_us
-        graph = None
-        if settings.cuda_graph or launch_bound:
-            graph = _time_graph(fn, device, settings, fastest_ms)
-        result = replace(
-            result,
-            wall_median_ms=walls["wall"],
-            sync_wait_ms=walls["wait"],
-            probe_wall_ms=walls["probe_wall"],
-            probe_wait_ms=walls["probe_wait"],
-            stream_tail_ms=walls["tail"],
-            probe_tail_ms=walls["probe_tail"],
-            tail_excess_ms=walls["tail_excess"],
-            contended=walls["probe_wall"] > CONTENDED_PROBE_MS,
-            graph_median_ms=graph[0] if graph else None,
-            graph_calls=graph[1] if graph else None,
-            launch_bound=launch_bound,
-        )
+        result = finish_cuda(fn, device, settings, result)
     return replace(result, seconds=round(time.perf_counter() - start, 4))
+
+
+def finish_cuda(
+    fn: Callable[[], Any], device: torch.device, settings: TimingSettings, result: TimingResult
+) -> TimingResult:
+    """The figures taken after the event samples: the host-clock ones (the side-stream check's)
+    and, for a launch-bound call, the CUDA-graph per-call figure."""
+    walls = wall_medians(fn, device)
+    fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
+    launch_bound = 0 < fastest_ms * 1e3 < settings.launch_bound_us
+    graph = None
+    if settings.cuda_graph or launch_bound:
+        graph = _time_graph(fn, device, settings, fastest_ms)
+    return replace(
+        result,
+        wall_median_ms=walls["wall"],
+        sync_wait_ms=walls["wait"],
+        probe_wall_ms=walls["probe_wall"],
+        probe_wait_ms=walls["probe_wait"],
+        stream_tail_ms=walls["tail"],
+        probe_tail_ms=walls["probe_tail"],
+        tail_excess_ms=walls["tail_excess"],
+        contended=walls["probe_wall"] > CONTENDED_PROBE_MS,
+        graph_median_ms=graph[0] if graph else None,
+        graph_calls=graph[1] if graph else None,
+        launch_bound=launch_bound,
+    )
 
 
 def _time_graph(

@@ -1,9 +1,11 @@
-"""The timing stage as the supervisor drives it (:meth:`Supervisor.run` ends here): the worker
-times the candidate on buffers refilled with other values before every call, then makes one
-call on values none of the timed calls saw (worker.time says why); the supervisor judges the
-timed loop's and that call's facts by the rule table, compares that call's output with its own
-reference, checks the side-stream tail, then measures or reads the baselines, profiles when asked
-and writes the feedback.
+"""The timing stage as the supervisor drives it (:meth:`Supervisor.run` ends here): the candidate
+(in the worker) and the eager reference (here) are timed in alternating blocks in one window
+under the exclusive GPU lock (pairing.py says why), on buffers refilled with other values before
+every call; then the worker makes one call on values none of the timed calls saw
+(worker_timing.py says why). The supervisor judges the timed calls' and that call's facts by the
+rule table, compares that call's output with its own reference, checks the side-stream tail,
+then reads or measures the cached baselines (``torch.compile``'s, and the CUDA-graph figures a
+launch-bound task is compared by), profiles when asked and writes the feedback.
 
 What enters: a supervisor whose correctness stage passed (its variant-0 task and reference are
 ``timed_reference``). What leaves: the correct :class:`~evokernel.types.Evaluation`, or a
@@ -12,21 +14,27 @@ What enters: a supervisor whose correctness stage passed (its variant-0 task and
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import integrity
+from evokernel.evaluation import confirmation, integrity
 from evokernel.evaluation.baselines import measure_reference_baselines
+from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import timing_feedback
-from evokernel.evaluation.loading import flatten, make_inputs
+from evokernel.evaluation.loading import clone, flatten, make_inputs
+from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
 from evokernel.evaluation.profiling import stage as profiling
+from evokernel.evaluation.timing import TimingSettings
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
-from evokernel.types import Evaluation
+from evokernel.evaluation.worker_timing import copy_values
+from evokernel.types import Evaluation, Status
 
 if TYPE_CHECKING:
     from evokernel.evaluation.correctness import Comparison
     from evokernel.evaluation.gpulock import GpuLock
+    from evokernel.evaluation.worker_process import WorkerProcess
 
 
 class Supervisor(profiling.Supervisor, Protocol):
@@ -37,8 +45,12 @@ class Supervisor(profiling.Supervisor, Protocol):
     timed_reference: tuple[Any, Any] | None
     stages: list[dict[str, Any]]
     gpu: GpuLock
+    paired_reference: dict[str, Any] | None
+    incumbent: WorkerProcess | None
 
     def check_facts(self, raw: Any, kind: str, where: str) -> None: ...
+
+    def runs_of(self, header: dict[str, Any], where: str) -> list[Any]: ...
 
     def reject(self, rule: str, reason: str) -> StageFailure: ...
 
@@ -61,13 +73,14 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     sup.enter("timing")
     if len(sup.request["overrides"]) > 1 or sup.request.get("unseen") is not None:
         sup.ask({"op": "variant", "index": 0, "overrides": sup.request["overrides"][0]})
-    command = {
-        "op": "time",
-        "rotation": list(TIMING_SEEDS),
-        "check_seed": TIMING_CHECK_SEED,
-        "settings": sup.request["timing"],
-    }
-    header, blob = sup.ask(command)
+    confirming: dict[str, Any] = {}
+    if sup.incumbent is not None:
+        try:
+            confirmation.prepare(sup, sup.device.type == "cuda")
+        except confirmation.IncumbentLost as exc:
+            confirming["error"] = str(exc)[:500]
+            _drop_incumbent(sup)
+    paired, header, blob = _paired_timing(sup, TimingSettings(**sup.request["timing"]), confirming)
     sup.check_facts(header.get("facts"), "timing", "timing")
     sup.check_facts(header.get("check"), "check", "timing, the call after the timed ones")
     _check_timed_result(sup, header, blob)
@@ -79,16 +92,104 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     if not profile:  # else the profiling stage profiles the warm worker after the baselines
         sup.stop_worker()
     baselines = measure_reference_baselines(sup.device, sup.request, sup.gpu)
-    sup.passed()
+    sup.passed(
+        f"speedup {paired.ratio:.3g}x over eager in the same window, 95 % interval "
+        f"{paired.low:.3g}-{paired.high:.3g} ({paired.pairs} pairs, stopped by {paired.stopped})"
+    )
     details: dict[str, Any] = {**sup.details(), "outputs_via": sup.outputs_via()}
+    if confirming:
+        details["confirmation"] = confirming
     if profile:
         details["profiling"] = profiling.profile_candidate(sup, sup.work, float(new["median_ms"]))
     sup.enter("feedback")
+    eager = {**(baselines.get("eager") or {}), "median_ms": paired.b_ms}
     feedback = timing_feedback(
-        new, baselines.get("eager"), baselines.get("compile"), worst, sup.device.type == "cpu"
+        {**new, "median_ms": paired.a_ms}, eager, baselines.get("compile"), worst, sup.device.type == "cpu"
     )
     sup.passed()
-    return correct_evaluation(new, baselines, worst, feedback, {**details, "stages": sup.stages})
+    paired_timing = {**paired.to_dict(), "reference": sup.paired_reference}
+    return correct_evaluation(
+        new, baselines, worst, feedback, {**details, "stages": sup.stages}, paired_timing
+    )
+
+
+def _paired_timing(
+    sup: Supervisor, settings: TimingSettings, confirming: dict[str, Any]
+) -> tuple[PairedRatio, dict[str, Any], bytearray]:
+    """The candidate (in the worker) and the eager reference (here) timed in alternating blocks on
+    the same inputs, in one window under the exclusive GPU lock (pairing.py), with a
+    confirmation's incumbent as a third side; then the workers' ``finish`` phase, whose check call
+    runs on values no timed call saw. ``confirming`` receives the confirmation's record."""
+    assert sup.timed_reference is not None
+    task, reference = sup.timed_reference
+    sets = [make_inputs(task, seed, sup.device) for seed in TIMING_SEEDS]
+    buffers = clone(sets[0])
+    turn = [0]
+
+    def refill() -> None:
+        turn[0] += 1
+        copy_values(buffers, sets[turn[0] % len(sets)])
+
+    def worker_block(worker: WorkerProcess | None) -> Block:
+        def block(calls: int) -> list[float]:
+            answer, _ = sup.ask({"op": "time", "phase": "block", "calls": calls}, lock=False, worker=worker)
+            samples = answer.get("samples")
+            if (
+                not isinstance(samples, list)
+                or len(samples) != calls
+                or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
+            ):
+                what = f"the worker answered a block of {calls} timed calls with {samples!r:.80}"
+                raise sup.reject("protocol", what)
+            return samples
+
+        return block
+
+    start = {
+        "op": "time",
+        "phase": "settle",
+        "rotation": list(TIMING_SEEDS),
+        "settings": sup.request["timing"],
+    }
+    with sup.gpu.hold("time"), torch.no_grad():
+        answer, _ = sup.ask(start, lock=False)
+        timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
+        sides, call_ms = [worker_block(None), timer.block], [float(answer["call_ms"]), timer.settle()]
+        if sup.incumbent is not None:
+            try:
+                with confirmation.lost("while warming up for timing"):
+                    settled, _ = sup.ask(start, lock=False, worker=sup.incumbent)
+                sides.append(worker_block(sup.incumbent))
+                call_ms.append(float(settled["call_ms"]))
+            except confirmation.IncumbentLost as exc:
+                confirming["error"] = str(exc)[:500]
+                _drop_incumbent(sup)
+        try:
+            ratios = paired_ratios(sides, call_ms, settings)
+        except PairingError as exc:
+            raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
+        finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
+        header, blob = sup.ask(finish, lock=False)
+        if sup.incumbent is not None:
+            try:
+                with confirmation.lost("the checks after its timed calls"):
+                    theirs, their_blob = sup.ask(finish, lock=False, worker=sup.incumbent)
+                    sup.check_facts(theirs.get("facts"), "timing", "the incumbent's timing")
+                    sup.check_facts(theirs.get("check"), "check", "the incumbent's call after the timed ones")
+                    _check_timed_result(sup, theirs, their_blob)
+                confirming.update(confirmation.record(ratios[1]))
+            except confirmation.IncumbentLost as exc:
+                confirming["error"] = str(exc)[:500]
+            _drop_incumbent(sup)
+        sup.paired_reference = timer.result().to_dict()
+        timer.close()
+    return ratios[0], header, blob
+
+
+def _drop_incumbent(sup: Supervisor) -> None:
+    if sup.incumbent is not None:
+        sup.incumbent.stop()
+        sup.incumbent = None
 
 
 def _check_timed_result(sup: Supervisor, header: dict[str, Any], blob: bytearray) -> None:

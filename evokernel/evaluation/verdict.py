@@ -1,6 +1,7 @@
 """How the supervisor's verdict ends: a :class:`StageFailure` (status, stage, reason, feedback)
 raised by the stage that failed, or :func:`correct_evaluation`, the ``correct`` verdict with
-speedups over the eager and compiled baselines, each dividing two figures taken the same way
+speedups over the eager reference (timed paired with the candidate, with an interval) and the
+compiled baseline, each dividing two figures taken the same way
 (:func:`evokernel.evaluation.timing_stats.comparable`)."""
 
 from __future__ import annotations
@@ -18,16 +19,31 @@ class StageFailure(Exception):
 
 
 def correct_evaluation(
-    new: dict[str, Any], baselines: dict[str, Any], worst: float, feedback: str, details: dict[str, Any]
+    new: dict[str, Any],
+    baselines: dict[str, Any],
+    worst: float,
+    feedback: str,
+    details: dict[str, Any],
+    paired: dict[str, Any],
 ) -> Evaluation:
     """The verdict of a candidate that passed every stage: ``new`` is its timing, ``baselines``
-    the reference's (``eager``, ``compile``), ``worst`` its largest error over the trials."""
+    the reference's cached figures (``eager``, ``compile``), ``paired`` the candidate and the eager
+    reference timed in one window (:class:`~evokernel.evaluation.pairing.PairedRatio`'s dict),
+    ``worst`` its largest error over the trials.
+
+    The speedup over eager is the paired ratio with its interval, except when both sides are
+    launch-bound and have CUDA-graph figures: then it compares those (launch overhead removed,
+    which host load does not move; no interval). The compile speedup divides the cached
+    ``torch.compile`` figure by the candidate's paired median (no interval: not paired)."""
     eager, compiled = baselines.get("eager"), baselines.get("compile")
-    # Each speedup compares figures taken the same way (CUDA-graph per-call figures when both
-    # sides are launch-bound, else flushed event medians); runtime_ms is the one vs eager.
     runtime, eager_ms, method = comparable(new, eager)
-    runtime_c, compile_ms, method_c = comparable(new, compiled)
-    speedup = eager_ms / runtime if eager_ms and runtime > 0 else None
+    low = high = None
+    if method == "cuda_graph":
+        speedup = eager_ms / runtime if eager_ms and runtime > 0 else None
+    else:
+        runtime, eager_ms, method = float(paired["a_ms"]), float(paired["b_ms"]), "paired"
+        speedup, low, high = float(paired["ratio"]), float(paired["low"]), float(paired["high"])
+    runtime_c, compile_ms, method_c = comparable({**new, "median_ms": runtime}, compiled)
     speedup_c = compile_ms / runtime_c if compile_ms and runtime_c > 0 else None
     return Evaluation(
         status=Status.CORRECT,
@@ -38,11 +54,18 @@ def correct_evaluation(
         runtime_cv=new["cv"],
         eager_ms=eager_ms,
         speedup_eager=speedup,
+        speedup_low=low,
+        speedup_high=high,
         compile_ms=compile_ms,
         speedup_compile=speedup_c,
         feedback=feedback,
         details={
             **details,
-            "timing": {"candidate": new, **baselines, "methods": {"eager": method, "compile": method_c}},
+            "timing": {
+                "candidate": new,
+                **baselines,
+                "paired": paired,
+                "methods": {"eager": method, "compile": method_c},
+            },
         },
     )

@@ -42,7 +42,7 @@ from evokernel.evaluation.loading import (
 )
 from evokernel.evaluation.observe import Observation
 from evokernel.evaluation.profiling import timeline
-from evokernel.evaluation.timing import TimingSettings, time_callable
+from evokernel.evaluation.worker_timing import CandidateTiming, TimingFailure, copy_values
 from evokernel.evaluation.workspace import enter_candidate_directory
 
 # Poison blocks left in the caching allocator before each candidate call: enough to cover the
@@ -138,6 +138,7 @@ class _Worker:
         self.runs_outputs: list[list[Any]] = []
         self.shared: list[torch.Tensor] = []
         self.held_inputs: list[Any] = []
+        self.timing: CandidateTiming | None = None  # between the timing's settle and finish phases
 
     def loop(self) -> None:
         handlers = {
@@ -288,42 +289,32 @@ class _Worker:
         return {"ok": True, "outputs": meta}, blob
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """Time the model on buffers whose values change before every timed call (refilled from
-        the ``rotation`` seeds' inputs, outside the timed window), then call it once more on the
-        ``check_seed``'s values in the same buffers and send that output for the supervisor to
-        compare. A result cached by the inputs' identity (object, pointer, shape) would have been
-        timed as nearly free and comes out stale there (issue 33); a version-keyed cache
-        recomputes every call, since each refill bumps the tensors' version counters."""
+        """One phase of the candidate's side of the paired timing (worker_timing.py): ``settle``,
+        ``block`` (repeated, between the supervisor's reference blocks) and ``finish``, which
+        ends with the check call on the ``check_seed``'s values."""
         assert self.task is not None
-        sets = [make_inputs(self.task, int(seed), self.device) for seed in command["rotation"]]
-        buffers = clone(sets[0])
-        observed = Observation(self.snapshot, self.device)
-        calls, turn = [0], [0]
-
-        def refill() -> None:
-            turn[0] += 1
-            _copy_values(buffers, sets[turn[0] % len(sets)])
-
-        def run() -> Any:
-            out = self.model(*buffers)
-            # A call counts once it returned: one that raised inside the harness's own graph
-            # capture (timing._time_graph; replaying the model's graph there is refused by CUDA)
-            # produced nothing, and a legit per-shape graph model was refused for it (issue 34).
-            calls[0] += 1
-            return out
-
-        with torch.no_grad():
-            try:
-                result = time_callable(run, self.device, TimingSettings(**command["settings"]), refill)
-            except Exception as exc:
-                raise CandidateFailure(
-                    "runtime_error", f"{type(exc).__name__} while timing", trim_traceback(exc)
-                ) from exc
-        observed.work_left(self.pool_streams)
-        facts = {"timing": result.to_dict(), "facts": observed.facts(calls[0])}
-        _copy_values(buffers, make_inputs(self.task, int(command["check_seed"]), self.device))
+        phase = command.get("phase")
+        try:
+            if phase == "settle":
+                self.timing = CandidateTiming.start(
+                    self.model, self.task, self.device, self.snapshot, command
+                )
+                return self.timing.settle(), b""
+            if self.timing is None or phase not in ("block", "finish"):
+                return {
+                    "ok": False,
+                    "status": "runtime_error",
+                    "reason": f"timing phase {phase!r} out of order",
+                }, b""
+            if phase == "block":
+                return self.timing.block(int(command["calls"])), b""
+            timing, self.timing = self.timing, None
+            facts = timing.finish(self.device, self.pool_streams)
+        except TimingFailure as failure:
+            raise CandidateFailure("runtime_error", failure.reason, failure.feedback) from failure
+        copy_values(timing.buffers, make_inputs(self.task, int(command["check_seed"]), self.device))
         self._poison()
-        out, check_facts = self._call(buffers)
+        out, check_facts = self._call(timing.buffers)
         meta, blob = channel.encode_tensors(flatten(out))
         return {"ok": True, **facts, "check": check_facts, "check_outputs": meta}, blob
 
@@ -338,9 +329,3 @@ class _Worker:
         except Exception as exc:  # noqa: BLE001 - a profile is advice; the verdict is already made
             found = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return {"ok": True, "timeline": found}, b""
-
-
-def _copy_values(buffers: list[Any], values: list[Any]) -> None:
-    for buffer, value in zip(buffers, values, strict=True):
-        if isinstance(buffer, torch.Tensor):
-            buffer.copy_(value)

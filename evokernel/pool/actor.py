@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import tempfile
 import threading
 from dataclasses import asdict, dataclass, replace
@@ -27,6 +28,7 @@ from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.object_cache import default_root as object_cache_root
 from evokernel.evaluation.object_cache import prune
 from evokernel.evaluation.pch import HeaderCache
+from evokernel.evaluation.quiet import start_keeper, stop_keeper
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
@@ -102,6 +104,7 @@ class EvaluatorActor:
             self.builds = BuildService(self.root / "builds.sock", build_pool)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
+        self._keeper: tuple[subprocess.Popen[bytes], Path] | None = None
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
         self._server: ForkServer | None = ForkServer(device, self.root) if warm else None
 
@@ -151,6 +154,8 @@ class EvaluatorActor:
         evaluation retried once on the new one, then ``crashed``."""
         # Waits for the GPU are bounded by the timeout itself (see gpulock.py).
         lock = {"dir": str(self.lock_dir), "max_wait_s": float(request.timeout_s)}
+        if request.timing.get("quiet_builds", True):
+            lock["quiet"] = self._quiet_keeper()
         headers = self.headers.root() if self.headers is not None else None
         timeout_s = request.timeout_s
         objects = str(self.objects) if self.objects is not None else None
@@ -185,9 +190,20 @@ class EvaluatorActor:
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"
         ).to_dict()
 
+    def _quiet_keeper(self) -> str:
+        """The socket of this actor's quiet-window keeper (evaluation/quiet.py), started on first use."""
+        with self._server_lock:
+            if self._keeper is None or self._keeper[0].poll() is not None:
+                registry = Path(tempfile.gettempdir()) / f"evokernel-quiet-{os.getuid()}"
+                self._keeper = start_keeper(self.root, registry)
+            return str(self._keeper[1])
+
     def shutdown(self) -> None:
         """Stop the fork-server (it kills its candidates' process groups) and remove the root."""
         with self._server_lock:
+            if self._keeper is not None:
+                stop_keeper(self._keeper[0])
+                self._keeper = None
             if self._server is not None:
                 self._server.close()
                 self._server = None

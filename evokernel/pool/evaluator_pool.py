@@ -194,18 +194,36 @@ class EvaluatorPool:
         key = self._dedup_key(task, source)
         return await self._dedup.evaluate(key, lambda: self._evaluate_new(task, source, tenant, priority))
 
+    async def confirm(
+        self,
+        task: Task,
+        source: str,
+        incumbent_source: str | None,
+        *,
+        tenant: str = "default",
+        priority: int = 0,
+    ) -> Evaluation:
+        """A confirmation (run/confirm.py): ``source`` evaluated again, its timing window shared
+        with ``incumbent_source`` when given (evaluation/confirmation.py). Never deduplicated: its
+        point is a fresh measurement."""
+        return await self._evaluate_new(task, source, tenant, priority, incumbent_source)
+
     def _dedup_key(self, task: Task, source: str) -> str:
         # The rest of a request (variants, seeds, timing, device) follows from the task's source and
         # the pool's settings, which are fixed for its life: no need to build one per call.
         return f"{task.source_hash}:{source_hash(source)}"
 
-    async def _evaluate_new(self, task: Task, source: str, tenant: str, priority: int) -> Evaluation:
+    async def _evaluate_new(
+        self, task: Task, source: str, tenant: str, priority: int, incumbent_source: str | None = None
+    ) -> Evaluation:
         arrived = time.monotonic()
         await self.baselines.ensure(task)
         await self.queue.acquire(tenant, priority)
         queued_s = time.monotonic() - arrived
         try:
             request = self.request(task, source, self.known_baselines(task))
+            if incumbent_source is not None:
+                request = dataclasses.replace(request, incumbent_source=incumbent_source)
             evaluation = await self._submit(request)
             if evaluation.details.get("harness_fault"):
                 evaluation = await self._retry_alone(request, evaluation)

@@ -17,6 +17,7 @@ from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
+from evokernel.run.confirm import confirmed, promoted, would_be_best
 from evokernel.run.elastic import ElasticLimit
 from evokernel.run.evaluator import Evaluator
 from evokernel.run.request_inputs import RequestContext, avoided_sources, build_request
@@ -29,7 +30,6 @@ from evokernel.types import (
     Operator,
     Proposal,
     Scored,
-    Status,
     source_hash,
 )
 
@@ -236,6 +236,10 @@ class ProposalJobs:
             evaluation = await self.pool.evaluate(
                 progress.task, candidate.source, tenant=self.run_id, priority=priority
             )
+            if self.config.evaluation.confirm_best and would_be_best(evaluation, progress.best):
+                evaluation = await confirmed(
+                    self.pool, progress.task, candidate.source, evaluation, progress.best, self.run_id
+                )
         self.library.record_evaluation(candidate.id, evaluation)
         progress.evaluated += 1
         scored = Scored(candidate, evaluation)
@@ -243,9 +247,7 @@ class ProposalJobs:
         if request is not None and result is not None:
             self._observe_mutator(request.proposal, request, result, evaluation)
         progress.strategy.observe(self.view(progress), scored)
-        if evaluation.status is Status.CORRECT and (
-            progress.best is None or scored.speedup > progress.best.speedup
-        ):
+        if promoted(evaluation, progress.best):
             progress.best = scored
         self.on_event(
             "evaluated",

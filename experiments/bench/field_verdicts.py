@@ -95,6 +95,18 @@ async def evaluate_all(
             "reason": ev.reason[:1500],
             "feedback": ev.feedback[:1500],
             "speedup_eager": ev.speedup_eager,
+            "speedup_low": ev.speedup_low,
+            "speedup_high": ev.speedup_high,
+            "paired": {
+                k: (ev.details.get("timing") or {}).get("paired", {}).get(k)
+                for k in ("pairs", "stopped", "halfwidth", "seconds")
+            },
+            "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
+            "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
+            "timing_s": next(
+                (st.get("seconds") for st in ev.details.get("stages", []) if st.get("stage") == "timing"),
+                None,
+            ),
             "runtime_ms": ev.runtime_ms,
             "eager_ms": ev.eager_ms,
             "max_abs_error": ev.max_abs_error,

@@ -34,7 +34,13 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     assert ev.status is Status.CORRECT, ev.reason + ev.feedback
     assert ev.interpreter and "interpreter" in ev.device.lower()
     assert ev.runtime_ms and ev.runtime_ms > 0 and ev.eager_ms and ev.eager_ms > 0
-    assert ev.speedup_eager == pytest.approx(ev.eager_ms / ev.runtime_ms)
+    # The speedup is the median of the pairs' ratios (pairing.py), inside its own interval; each
+    # side's median is reported beside it.
+    paired = ev.details["timing"]["paired"]
+    assert ev.speedup_eager == paired["ratio"] and paired["pairs"] >= 1
+    assert ev.speedup_low is not None and ev.speedup_high is not None
+    assert ev.speedup_eager is not None and ev.speedup_low <= ev.speedup_eager <= ev.speedup_high
+    assert (ev.runtime_ms, ev.eager_ms) == (paired["a_ms"], paired["b_ms"])
     # every declared variant (default + n=77) x 3 seeds, then the unseen variant (n=1003) once
     checks = [(c["variant"], c["seed"]) for c in ev.details["checks"]]
     assert checks == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
@@ -206,16 +212,18 @@ def test_baselines_are_reused_only_for_the_same_device_and_software(axpy_task: T
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=cached
     )
     ev = run_sandboxed(req, timeout_s=120)
-    assert ev.eager_ms == 123.0 and ev.details["timing"]["eager"]["cached"] is True
+    cached_eager = ev.details["timing"]["eager"]
+    assert cached_eager["median_ms"] == 123.0 and cached_eager["cached"] is True
     # The cached graph figure travels with the eager one; a CPU-timed candidate has none, so the
-    # speedup compares the plain medians.
-    assert ev.details["timing"]["eager"]["graph_median_ms"] == 45.0
-    assert ev.details["timing"]["methods"]["eager"] == "perf_counter"
+    # speedup is the paired one: the reference timed beside the candidate, never the cached figure.
+    assert cached_eager["graph_median_ms"] == 45.0
+    assert ev.details["timing"]["methods"]["eager"] == "paired"
+    assert ev.eager_ms == ev.details["timing"]["paired"]["b_ms"] != 123.0
     other = {**cached, "key": {**key, "versions": "torch 0.0 / triton 0.0"}}
     req = build_request(
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=other
     )
-    assert run_sandboxed(req, timeout_s=120).eager_ms != 123.0
+    assert run_sandboxed(req, timeout_s=120).details["timing"]["eager"]["median_ms"] != 123.0
 
 
 def test_speedups_compare_graph_figures_only_when_both_sides_are_launch_bound() -> None:

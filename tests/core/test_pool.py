@@ -98,6 +98,9 @@ def test_warm_evaluations_overlap_on_each_actor(pool: EvaluatorPool, axpy_task: 
         # Forked from a warm server, not a new interpreter (which takes seconds to import torch).
         assert ev.details["runner"] == "forkserver", ev.details
         assert ev.details["gpu_lock"]["exclusive_s"] > 0  # timing ran under the exclusive lock
+        # ... in a quiet window the actor's keeper granted (evaluation/quiet.py)
+        quiet = ev.details["gpu_lock"]["quiet"]
+        assert quiet["windows"] >= 1 and "unavailable" not in quiet, quiet
     health = pool.health()
     assert health["completed"] == before + 6
     assert health["max_submitted"] == pool.capacity == 4  # two in flight on each of two actors

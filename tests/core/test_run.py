@@ -66,6 +66,16 @@ def test_tune_only_run_records_every_step(tmp_path: Path) -> None:
     assert all(sc.evaluation is not None for sc in cands)
     best = summary.best["axpy"]
     assert best is not None and best.evaluation is not None and best.evaluation.status is Status.CORRECT
+    # Every candidate that became the best was evaluated again before it was recorded (run/confirm.py):
+    # the seed alone, each later one in a window shared with the best before it.
+    confirmed = [sc for sc in cands if sc.evaluation is not None and sc.evaluation.confirmed]
+    assert confirmed and confirmed[0].candidate.operator == "seed_file"
+    for sc in confirmed:
+        assert sc.evaluation is not None
+        record = sc.evaluation.details["confirmation"]
+        assert record["first"]["status"] == "correct"
+        assert record["incumbent"] is None or record["incumbent"] < sc.candidate.id
+        assert record["incumbent"] is None or record["low"] <= record["vs_incumbent"] <= record["high"]
     assert lib.get_run(summary.run_id).status == "finished"
     # generation-synchronous: gen 1 (2 branches) fully evaluated before any gen 2 candidate exists
     gens = [sc.candidate.generation for sc in cands]

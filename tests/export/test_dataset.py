@@ -79,7 +79,8 @@ def test_a_correct_rows_stage_is_what_the_docs_say(tmp_path: Path) -> None:
 
     # The verdict every correct candidate gets (evaluation/verdict.py), recorded as a run records it.
     timing = {"median_ms": 1.0, "iqr_ms": 0.01, "cv": 0.01}
-    verdict = correct_evaluation(timing, {"eager": {"median_ms": 2.0}}, 0.0, "correct", {})
+    paired = {"a_ms": 1.0, "b_ms": 2.0, "ratio": 2.0, "low": 1.9, "high": 2.1}
+    verdict = correct_evaluation(timing, {"eager": {"median_ms": 2.0}}, 0.0, "correct", {}, paired)
     lib = SolutionLibrary(tmp_path / "l.db")
     run_id = lib.create_run("one", {"budget": {"evaluations": 1}})
     lib.register_task(run_id, instant_task("alpha"))

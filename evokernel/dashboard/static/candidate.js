@@ -18,10 +18,15 @@
   function pairing(e, d) {
     const p = d.timing && d.timing.paired;
     if (e.speedup_low === null || e.speedup_low === undefined || !p) return "not paired";
-    const c = d.confirmation;
-    const confirmed = e.confirmed && c
-      ? `; confirmed: ${speedup(c.vs_incumbent, c.low, c.high)} vs ${c.incumbent === null ? "eager" : `#${c.incumbent}`} (${c.pairs} pairs)`
-      : "";
+    // The re-run that confirmed it (run/confirm.py): x times as fast as the incumbent in their
+    // shared window, or, as a task's first best, a re-measurement with no incumbent.
+    const c = d.confirmation || {};
+    const first = c.first ? `; first figure ${speedup(c.first.speedup, c.first.low, c.first.high)}` : "";
+    let confirmed = "";
+    if (c.error) confirmed = `; confirmation: ${c.error}`;
+    else if (e.confirmed && typeof c.vs_incumbent === "number")
+      confirmed = `; confirmed: ${speedup(c.vs_incumbent, c.low, c.high)} as fast as #${c.incumbent} in one window (${c.pairs} pairs)${first}`;
+    else if (e.confirmed) confirmed = `; confirmed by a re-run (the task's first best)${first}`;
     return `${p.pairs} pairs, stopped at ${p.stopped}, ±${num(100 * p.halfwidth, 1)} %${confirmed}`;
   }
 

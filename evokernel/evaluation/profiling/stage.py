@@ -52,7 +52,12 @@ class Supervisor(Protocol):
     def stop_worker(self) -> None: ...
 
     def ask(
-        self, command: dict[str, Any], meanwhile: Any = None, limit_s: float | None = None
+        self,
+        command: dict[str, Any],
+        meanwhile: Any = None,
+        limit_s: float | None = None,
+        lock: bool = True,
+        worker: Any = None,
     ) -> tuple[dict[str, Any], bytearray]: ...
 
 

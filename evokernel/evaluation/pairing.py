@@ -1,0 +1,156 @@
+"""Paired timing: a speedup measured so that the host's state cancels in it (issue 35).
+
+Two identical searches used to disagree on a candidate's speedup by a median 22 % (up to 4.9x):
+the candidate was timed in one window and the eager baseline in another (cached, from another
+moment of the host's load), so the ratio carried whatever the host did in each. Here both sides
+are timed in one window under the GPU lock, in alternating blocks of ~``paired_block_ms`` each
+(A B, then B A, so a drift inside a pair falls on both sides), on the same inputs. Each pair
+gives a ratio (median of side B's block / median of side A's); the speedup is the median of the
+pair ratios, with a distribution-free interval for that median from order statistics
+(:func:`median_interval`: no normality assumed, exact for any continuous distribution of ratios).
+
+Sampling is adaptive (nvbench-style): pairs are added until the interval's half-width is within
+``paired_halfwidth`` of the estimate (after ``paired_min_pairs`` pairs and ``min_ms`` per side),
+or until either side reaches its cap (``max_ms`` or ``max_reps``: the same caps a single timing
+had). Every result says how many pairs it took and why sampling stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from evokernel.evaluation.timing import TimingSettings
+from evokernel.exceptions import EvaluationError
+
+LEVEL = 0.95
+Block = Callable[[int], list[float]]
+
+
+class PairingError(EvaluationError):
+    """A paired timing that could not produce one ratio within its caps."""
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """``ratio`` = side B's time / side A's (the speedup of A over B), its interval
+    ``[low, high]`` at ``level`` (the coverage the order statistics give: ``LEVEL`` from 6 pairs
+    on, less below), ``pairs`` and why sampling stopped (``precision`` or ``cap``)."""
+
+    ratio: float
+    low: float
+    high: float
+    level: float
+    pairs: int
+    stopped: str
+    halfwidth: float  # (high - low) / 2 / ratio
+    a_ms: float  # median of all of side A's samples
+    b_ms: float
+    block_calls: tuple[int, int]
+    seconds: float
+
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["block_calls"] = list(self.block_calls)
+        return out
+
+
+def median_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, float]:
+    """``(median, low, high, coverage)``: the order statistics ``x(k)`` and ``x(n-k+1)`` around
+    the median with k the largest for which P(Binomial(n, 1/2) < k) <= (1 - level) / 2. Under
+    six values no such k exists and the interval is the range (coverage 1 - 2^(1-n))."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median_interval of no values")
+    median = statistics.median(xs)
+    k, below = 0, 0.0
+    for j in range(n):
+        below += math.comb(n, j) / 2**n  # P(B <= j)
+        if below > (1 - level) / 2:
+            break
+        k = j + 1
+    if k == 0:
+        return median, xs[0], xs[-1], 1 - 2 ** (1 - n)
+    outside = sum(math.comb(n, j) for j in range(k)) / 2**n
+    return median, xs[k - 1], xs[n - k], 1 - 2 * outside
+
+
+def block_calls(call_ms: float, settings: TimingSettings) -> int:
+    """Calls in one block: ~``paired_block_ms`` of them, at least one, and few enough that
+    ``paired_min_pairs`` blocks fit in ``max_reps`` (a fast side would reach its count cap
+    after a pair or two, and a ratio of two pairs has no interval to speak of)."""
+    wanted = math.ceil(settings.paired_block_ms / max(call_ms, 1e-4))
+    return max(1, min(wanted, settings.max_reps // max(1, settings.paired_min_pairs)))
+
+
+def paired_ratio(
+    a: Block, b: Block, a_call_ms: float, b_call_ms: float, settings: TimingSettings
+) -> PairedRatio:
+    """Time sides ``a`` and ``b`` in alternating blocks until the ratio's interval is narrow enough
+    or a side reaches its cap. ``*_call_ms``: one call's time after warm-up, which sizes the blocks."""
+    return paired_ratios([a, b], [a_call_ms, b_call_ms], settings)[0]
+
+
+def paired_ratios(sides: list[Block], call_ms: list[float], settings: TimingSettings) -> list[PairedRatio]:
+    """:func:`paired_ratio` of every side after the first against the first, all timed in one
+    window, a block each per round in an order that rotates every round (A B C, B C A, ...: two
+    sides are A B then B A), until every ratio's interval is narrow enough or a side is capped."""
+    start = time.perf_counter()
+    n = len(sides)
+    calls = [block_calls(ms, settings) for ms in call_ms]
+    samples: list[list[float]] = [[] for _ in sides]
+    spent = [0.0] * n
+    ratios: list[list[float]] = [[] for _ in range(n - 1)]
+    rounds, stopped = 0, ""
+    while not stopped:
+        medians = [0.0] * n
+        for step in range(n):
+            side = (step + rounds) % n
+            t0 = time.perf_counter()
+            block = sides[side](calls[side])
+            spent[side] += (time.perf_counter() - t0) * 1e3
+            samples[side].extend(block)
+            medians[side] = statistics.median(block)
+        rounds += 1
+        if medians[0] > 0 and all(m > 0 for m in medians[1:]):
+            for k in range(1, n):
+                ratios[k - 1].append(medians[k] / medians[0])
+        pairs = len(ratios[0])
+        enough = pairs >= max(1, settings.paired_min_pairs) and min(spent) >= settings.min_ms
+        if enough and all(_precise(r, settings) for r in ratios):
+            stopped = "precision"
+        capped = max(spent) >= settings.max_ms or max(map(len, samples)) >= settings.max_reps
+        if not stopped and capped:
+            if not pairs:
+                counts = " and ".join(str(len(x)) for x in samples)
+                raise PairingError(f"no block of either side took measurable time ({counts} calls timed)")
+            stopped = "cap"
+    seconds = round(time.perf_counter() - start, 4)
+    out = []
+    for k in range(1, n):
+        ratio, low, high, coverage = median_interval(ratios[k - 1])
+        out.append(
+            PairedRatio(
+                ratio=ratio,
+                low=low,
+                high=high,
+                level=round(coverage, 4),
+                pairs=len(ratios[k - 1]),
+                stopped=stopped,
+                halfwidth=round((high - low) / 2 / ratio, 5) if ratio > 0 else math.inf,
+                a_ms=statistics.median(samples[0]),
+                b_ms=statistics.median(samples[k]),
+                block_calls=(calls[0], calls[k]),
+                seconds=seconds,
+            )
+        )
+    return out
+
+
+def _precise(ratios: list[float], settings: TimingSettings) -> bool:
+    ratio, low, high, _ = median_interval(ratios)
+    return (high - low) / 2 <= settings.paired_halfwidth * ratio

@@ -1,0 +1,113 @@
+"""How far a kernel's speedup moves between runs (issue 35): per kernel, the ratio of its
+speedups in two runs of ``field_verdicts.py`` (``--stream`` files), and optionally each loaded
+run against a quiet one (the same kernels one at a time).
+
+Prints the kernels that miss the goal (|change| > 5 %) with their intervals, then one JSON line:
+median / p90 / worst |change| between the loaded runs, loaded vs quiet, and whether each run's
+95 % interval held the other run's figure.
+
+Usage::
+
+    python3 experiments/bench/speedup_dispersion.py RUN1.jsonl RUN2.jsonl [--quiet QUIET.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    rows = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        rows[row["solution"]] = row  # a later line wins (a re-run)
+    return rows
+
+
+def accepted(row: dict[str, Any] | None) -> bool:
+    return row is not None and row["status"] == "correct" and bool(row.get("speedup_eager"))
+
+
+def changes(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """|speedup_b / speedup_a - 1| per kernel accepted in both."""
+    return {
+        k: abs(b[k]["speedup_eager"] / a[k]["speedup_eager"] - 1)
+        for k in sorted(a)
+        if accepted(a[k]) and accepted(b.get(k))
+    }
+
+
+def quantiles(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"kernels": 0, "median": None, "p90": None, "worst": None}
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {
+        "kernels": len(values),
+        "median": round(statistics.median(values), 4),
+        "p90": round(p90, 4),
+        "worst": round(ordered[-1], 4),
+    }
+
+
+def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float | None:
+    """Share of kernels whose run-a interval holds run b's figure."""
+    hits = [
+        a[k]["speedup_low"] <= b[k]["speedup_eager"] <= a[k]["speedup_high"]
+        for k in a
+        if accepted(a[k]) and accepted(b.get(k)) and a[k].get("speedup_low") is not None
+    ]
+    return round(sum(hits) / len(hits), 4) if hits else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("first", type=Path)
+    parser.add_argument("second", type=Path)
+    parser.add_argument("--quiet", type=Path)
+    parser.add_argument("--miss", type=float, default=0.05)
+    args = parser.parse_args()
+    a, b = load(args.first), load(args.second)
+    between = changes(a, b)
+    print(f"{len(between)} kernels accepted in both runs")
+    print("| kernel | run 1 | run 2 | change | pairs (1/2) | stopped (1/2) |")
+    print("|---|---|---|---|---|---|")
+    for k, change in sorted(between.items(), key=lambda kv: -kv[1]):
+        if change <= args.miss:
+            continue
+        r1, r2 = a[k], b[k]
+
+        def fig(r: dict[str, Any]) -> str:
+            low, high = r.get("speedup_low"), r.get("speedup_high")
+            band = f" [{low:.3g}-{high:.3g}]" if low is not None and high is not None else ""
+            return f"{r['speedup_eager']:.3g}x{band}"
+
+        pairs = f"{(r1.get('paired') or {}).get('pairs')}/{(r2.get('paired') or {}).get('pairs')}"
+        stops = f"{(r1.get('paired') or {}).get('stopped')}/{(r2.get('paired') or {}).get('stopped')}"
+        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {pairs} | {stops} |")
+    verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)
+    result: dict[str, Any] = {
+        "kernels": len(a),
+        "verdicts_identical": verdicts_same,
+        "accepted": [sum(map(accepted, a.values())), sum(map(accepted, b.values()))],
+        "between_runs": quantiles(list(between.values())),
+        "interval_holds_other_run": [covered(a, b), covered(b, a)],
+        "stopped_by_cap": [
+            sum((r.get("paired") or {}).get("stopped") == "cap" for r in run.values() if accepted(r))
+            for run in (a, b)
+        ],
+    }
+    if args.quiet:
+        quiet = load(args.quiet)
+        result["loaded_vs_quiet"] = [quantiles(list(changes(quiet, run).values())) for run in (a, b)]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Paired timing's statistics and stopping rule (evaluation/pairing.py), on sides whose times are
+made up so the answer is known."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from evokernel.config.schema import TimingConfig
+from evokernel.evaluation.pairing import PairingError, median_interval, paired_ratio, paired_ratios
+
+SETTINGS = TimingConfig(min_ms=0.0, max_ms=10_000.0, max_reps=100_000)
+
+
+def test_the_median_interval_is_the_binomial_order_statistics() -> None:
+    values = list(range(1, 21))  # n = 20: k = 6 (P(B <= 5) = 0.0207 <= 0.025 < P(B <= 6))
+    median, low, high, coverage = median_interval(values)
+    assert (median, low, high) == (10.5, 6, 15)
+    assert coverage == pytest.approx(1 - 2 * sum(math.comb(20, j) for j in range(6)) / 2**20)
+    assert coverage >= 0.95
+    # Under six values no order statistic gives 95 %: the range, at the coverage it has.
+    assert median_interval([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0, 0.75)
+    with pytest.raises(ValueError):
+        median_interval([])
+
+
+def test_a_load_that_moves_between_rounds_cancels_in_the_ratio() -> None:
+    rng = random.Random(1)
+    load, blocks = [1.0], [0]
+
+    def side(ms: float) -> object:
+        """Every call takes ``ms`` times the host's load, which changes between rounds, +-1 %."""
+
+        def block(calls: int) -> list[float]:
+            if blocks[0] % 2 == 0:
+                load[0] = rng.choice([1.0, 1.5, 3.0])
+            blocks[0] += 1
+            return [ms * load[0] * rng.gauss(1.0, 0.01) for _ in range(calls)]
+
+        return block
+
+    result = paired_ratio(side(1.0), side(2.0), 1.0, 2.0, SETTINGS)  # type: ignore[arg-type]
+    assert result.stopped == "precision" and result.pairs == SETTINGS.paired_min_pairs
+    assert result.low <= 2.0 <= result.high
+    assert result.halfwidth <= SETTINGS.paired_halfwidth
+    assert result.block_calls == (10, 5)  # ~paired_block_ms (10 ms) of calls a side
+    # Each side's own median carries the load and is reported as it was measured.
+    assert result.a_ms > 1.0
+
+
+def test_three_sides_give_each_ratio_against_the_first() -> None:
+    rng = random.Random(3)
+
+    def side(ms: float) -> object:
+        return lambda calls: [ms * rng.gauss(1.0, 0.005) for _ in range(calls)]
+
+    eager, incumbent = paired_ratios([side(1.0), side(3.0), side(1.5)], [1.0, 3.0, 1.5], SETTINGS)  # type: ignore[list-item]
+    assert eager.low <= 3.0 <= eager.high and incumbent.low <= 1.5 <= incumbent.high
+    assert eager.pairs == incumbent.pairs and eager.stopped == incumbent.stopped == "precision"
+
+
+def test_sampling_stops_at_a_sides_cap_and_says_so() -> None:
+    rng = random.Random(2)
+
+    def noisy(ms: float) -> object:
+        return lambda calls: [ms * rng.uniform(0.5, 2.0) for _ in range(calls)]
+
+    capped = replace(SETTINGS, max_reps=60)  # 10 pairs of 6 calls: far too noisy for 1 %
+    result = paired_ratio(noisy(1.0), noisy(1.0), 1.0, 1.0, capped)  # type: ignore[arg-type]
+    assert result.stopped == "cap" and result.pairs == 10
+    assert result.halfwidth > capped.paired_halfwidth and result.low < 1.0 < result.high
+
+
+def test_a_side_that_takes_no_time_is_an_error_not_a_ratio() -> None:
+    with pytest.raises(PairingError, match="no block"):
+        paired_ratio(lambda n: [0.0] * n, lambda n: [1.0] * n, 1.0, 1.0, replace(SETTINGS, max_reps=50))

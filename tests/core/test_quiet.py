@@ -1,0 +1,136 @@
+"""Quiet windows (evaluation/quiet.py): builds stopped while a candidate is timed are continued
+when the window ends, however it ends: the timing supervisor killed mid-window, the actor that
+started the keeper killed, or a window held past its bound. Real processes throughout: a "build"
+is ``sleep`` copied under a compiler's name, started by a stand-in actor that runs a real keeper."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ACTOR = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from pathlib import Path
+    from evokernel.evaluation.quiet import start_keeper
+    root, registry, compiler, hold = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    keeper, sock = start_keeper(root, registry, hold)
+    build = subprocess.Popen([compiler, "600"])
+    print(sock, build.pid, keeper.pid, flush=True)
+    time.sleep(600)
+    """
+)
+TIMING = textwrap.dedent(
+    """
+    import sys, time
+    from evokernel.evaluation.quiet import quiet_window
+    record = {}
+    with quiet_window(sys.argv[1], record):
+        print(record, flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2]
+
+
+def wait_for(pid: int, wanted: set[str], limit_s: float = 5.0) -> str:
+    deadline = time.monotonic() + limit_s
+    while state(pid) not in wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return state(pid)
+
+
+class Node:
+    def __init__(self, tmp: Path, hold_s: float) -> None:
+        self.compiler = tmp / "cc1plus"  # a compiler's name: the keeper stops only compilers
+        shutil.copy(shutil.which("sleep") or "/bin/sleep", self.compiler)
+        root = tmp / "actor"
+        root.mkdir()
+        self.procs: list[subprocess.Popen[str]] = []
+        self.actor = self.start(ACTOR, str(root), str(tmp / "registry"), str(self.compiler), str(hold_s))
+        assert self.actor.stdout is not None
+        sock, build, keeper = self.actor.stdout.readline().split()
+        self.sock, self.build, self.keeper = sock, int(build), int(keeper)
+
+    def start(self, code: str, *args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+        self.procs.append(proc)
+        return proc
+
+    def timing(self) -> tuple[subprocess.Popen[str], str]:
+        """A timing supervisor in a session of its own, holding a quiet window until killed."""
+        proc = self.start(TIMING, self.sock)
+        assert proc.stdout is not None
+        return proc, proc.stdout.readline()
+
+    def close(self) -> None:
+        for pid in (self.build, self.keeper):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def node(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
+    hold_s = getattr(request, "param", 30.0)
+    made = Node(tmp_path, hold_s)
+    yield made
+    made.close()
+
+
+def test_a_build_paused_for_a_timing_resumes_when_the_timing_is_killed(node: Node) -> None:
+    timing, record = node.timing()
+    assert "'paused': 1" in record
+    assert wait_for(node.build, {"T"}) == "T"  # stopped for the window
+    timing.send_signal(signal.SIGKILL)  # the supervisor dies mid-window (a timeout, a crash)
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
+
+
+def test_a_build_paused_for_a_timing_resumes_when_the_actor_dies(node: Node) -> None:
+    timing, record = node.timing()
+    assert "'paused': 1" in record and state(node.build) == "T"
+    node.actor.send_signal(signal.SIGKILL)  # the keeper's lifeline closes; the timing lives on
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
+    assert wait_for(node.keeper, {"gone", "Z"}) in {"gone", "Z"}
+    assert timing.poll() is None
+
+
+@pytest.mark.parametrize("node", [0.5], indirect=True)
+def test_a_window_held_too_long_resumes_the_builds_anyway(node: Node) -> None:
+    timing, record = node.timing()
+    assert "'paused': 1" in record
+    started = time.monotonic()
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
+    assert time.monotonic() - started < 3.0 and timing.poll() is None
+
+
+def test_only_the_actors_compilers_are_stopped(node: Node) -> None:
+    stranger = subprocess.Popen([str(node.compiler), "600"])  # a compiler outside every actor
+    try:
+        _, record = node.timing()
+        assert "'paused': 1" in record and wait_for(node.build, {"T"}) == "T"
+        assert state(stranger.pid) in {"S", "R"}
+    finally:
+        stranger.kill()
+        stranger.wait()
