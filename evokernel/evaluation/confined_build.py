@@ -18,16 +18,21 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evokernel.evaluation import sessions
+from evokernel.evaluation import host_binding, sessions
+from evokernel.evaluation.object_files import copy_object
 from evokernel.evaluation.workspace import read_tail
 
 ISOLATION_UNAVAILABLE = 75  # object_build's exit code when it cannot confine the build
+# The ninja targets object_build builds (all when empty): a split build's .cu half (host_binding.py).
+TARGETS = "EVOKERNEL_NINJA_TARGETS"
 # How often the wait looks at the build (wait4 with WNOHANG): 20 ms is nothing next to a compile.
 POLL_S = 0.02
 # A compiler's own diagnostic: "main.cpp:3:1: error: ..." (g++), "x.cu(3): error: ..." (nvcc).
@@ -42,12 +47,14 @@ TRANSIENT = re.compile(
 
 @dataclass(frozen=True)
 class BuildRun:
-    """What one confined build did: ninja's exit code, the log's tail, its wall and core seconds."""
+    """What one confined build did: ninja's exit code, the log's tail, its wall and core seconds,
+    and whether its host binding's ``main.o`` came from the cache (host_binding.py)."""
 
     code: int
     output: str
     seconds: float
     cpu_s: float
+    host_reused: bool = False
 
 
 def run(
@@ -56,44 +63,100 @@ def run(
     isolation: str,
     extra_read: list[str],
     env: dict[str, str],
+    hosts: Path | None = None,
 ) -> BuildRun:
     """ninja in ``staging``, confined, in its own session; raises ``TimeoutError`` at ``deadline``
-    (``time.perf_counter``), after killing every member of the session."""
-    command = [sys.executable, "-P", "-m", "evokernel.evaluation.object_build", isolation, str(staging)]
-    env = {**env, "HOME": str(staging), "TMPDIR": str(staging)}
-    log = staging / "build.log"
-    start = time.perf_counter()
+    (``time.perf_counter``), after killing every member of the session. ``hosts``: where compiled
+    host bindings are kept (the cache root's ``hosts/``), None to compile ``main.cpp`` every time."""
+    found = None
+    if hosts is not None and isolation != "off":
+        ninja = (staging / "build.ninja").read_text().replace(str(staging), host_binding.PLACEHOLDER)
+        main_cpp = staging / "main.cpp"
+        found = host_binding.plan(ninja, main_cpp.read_text()) if main_cpp.is_file() else None
+    if found is None:
+        return _runs(deadline, _start(staging, isolation, extra_read, env))
+    host = Path(tempfile.mkdtemp(prefix=f"{staging.name}-host-", dir=staging.parent))
+    try:
+        host_binding.write_host_dir(found, staging, host)
+        kept = hosts / found.key / "main.o" if hosts is not None else host
+        reused = kept.is_file()
+        if reused:
+            copy_object(kept, host / "main.o")
+            os.utime(kept)  # least recently used goes first
+            first = None
+        else:
+            # main.o alone in its own directory while the .cu compiles in staging: two domains.
+            starts = [_start(host, isolation, extra_read, env)]
+            if found.targets:
+                starts.append(_start(staging, isolation, extra_read, env, found.targets))
+            first = _runs(deadline, *starts)
+            if first.code != 0:
+                return first
+            copy_object(host / "main.o", kept)
+        host_binding.link_through(found, staging, host)
+        last = _runs(deadline, _start(staging, isolation, [*extra_read, str(host)], env))
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
+    if first is None:
+        return BuildRun(last.code, last.output, last.seconds, last.cpu_s, host_reused=True)
+    return BuildRun(
+        last.code, f"{first.output}{last.output}", first.seconds + last.seconds, first.cpu_s + last.cpu_s
+    )
+
+
+@dataclass
+class _Started:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    code: int | None = None
+    cpu_s: float = 0.0
+
+
+def _start(
+    directory: Path, isolation: str, extra_read: list[str], env: dict[str, str], targets: tuple[str, ...] = ()
+) -> _Started:
+    command = [sys.executable, "-P", "-m", "evokernel.evaluation.object_build", isolation, str(directory)]
+    env = {**env, "HOME": str(directory), "TMPDIR": str(directory), TARGETS: " ".join(targets)}
+    log = directory / "build.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*command, *extra_read],
-            cwd=staging,
+            cwd=directory,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        try:
-            code, cpu_s = _wait(proc, deadline)
-        finally:
-            sessions.kill_session(proc.pid)
+    return _Started(proc, log)
+
+
+def _runs(deadline: float, *started: _Started) -> BuildRun:
+    """Wait for builds started at once; the first non-zero exit code, every log, the core-seconds
+    of all. ``wait4`` (which ``Popen.wait`` does not expose) gives each build's CPU time and that
+    of everything it reaped (ninja reaps its compilers)."""
+    begin = time.perf_counter()
+    try:
+        while any(s.code is None for s in started):
+            for s in started:
+                if s.code is None:
+                    pid, status, usage = os.wait4(s.proc.pid, os.WNOHANG)
+                    if pid == s.proc.pid:
+                        s.code = s.proc.returncode = os.waitstatus_to_exitcode(status)
+                        s.cpu_s = usage.ru_utime + usage.ru_stime
+            if any(s.code is None for s in started):
+                if time.perf_counter() >= deadline:
+                    raise TimeoutError("the extension build outlived the evaluation's timeout")
+                time.sleep(POLL_S)
+    finally:
+        for s in started:
+            sessions.kill_session(s.proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
-                proc.wait(timeout=5)
-    # The log sits where the confined build could write: read as any untrusted file is.
-    return BuildRun(code, read_tail(log), time.perf_counter() - start, cpu_s)
-
-
-def _wait(proc: subprocess.Popen[bytes], deadline: float) -> tuple[int, float]:
-    """(exit code, core-seconds of the build and what it reaped) by ``wait4``, which
-    ``Popen.wait`` does not expose; ``TimeoutError`` past ``deadline``."""
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never waits again
-            return proc.returncode, usage.ru_utime + usage.ru_stime
-        if time.perf_counter() >= deadline:
-            raise TimeoutError("the extension build outlived the evaluation's timeout")
-        time.sleep(POLL_S)
+                s.proc.wait(timeout=5)
+    code = next((s.code for s in started if s.code), 0)
+    # The logs sit where the confined builds could write: read as any untrusted file is.
+    output = "".join(read_tail(s.log) for s in started)
+    return BuildRun(code or 0, output, time.perf_counter() - begin, sum(s.cpu_s for s in started))
 
 
 def deterministic_failure(code: int, output: str) -> bool:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from evokernel.evaluation import guards, isolation
-from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE
+from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE, TARGETS
 
 
 def main(argv: list[str]) -> int:
@@ -38,6 +38,9 @@ def main(argv: list[str]) -> int:
     command = [ninja, "-v"]
     if os.environ.get("MAX_JOBS", "").isdigit():
         command += ["-j", os.environ["MAX_JOBS"]]  # as torch's own build passes it
+    # Only these targets (confined_build.TARGETS: the .cu half of a build whose main.o is made
+    # apart, evaluation/host_binding.py); none named: the default, the extension.
+    command += os.environ.get(TARGETS, "").split()
     sys.stdout.flush()
     os.execv(ninja, command)
 

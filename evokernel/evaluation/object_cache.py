@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation import confined_build
+from evokernel.evaluation import confined_build, host_binding
 from evokernel.evaluation.build_client import RETURN_MARGIN_S, BuildJob, BuildPoolUnavailable, ask_pool
 from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE
 from evokernel.evaluation.object_files import copy_object, locked, prune, write_object
@@ -255,8 +255,11 @@ class ObjectCache:
             except BuildPoolUnavailable as exc:
                 self._add("pool_fallback")
                 self.extra["pool_fallback_reason"] = str(exc)[:300]
-        run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env)
+        hosts = self._dir("hosts")
+        run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env, hosts)
         self.build_cpu_s += run.cpu_s
+        if run.host_reused:
+            self._add("host_reused")
         if run.code == ISOLATION_UNAVAILABLE:
             self.off_reason = f"the build could not be confined: {run.output[-300:]}"
             return self._count("local", {"local": self.off_reason})
@@ -280,7 +283,7 @@ class ObjectCache:
         timeout_s = deadline - time.perf_counter() - RETURN_MARGIN_S
         if timeout_s <= 0:
             raise BuildPoolUnavailable("too little time left to send the build away")
-        job = BuildJob(key, so_name, toolchain_key(), files, timeout_s, host_key(files))
+        job = BuildJob(key, so_name, toolchain_key(), files, timeout_s, host_binding.host_key(files))
         reply, blob = ask_pool(self.pool, job, deadline)
         if reply.status == "unavailable":
             raise BuildPoolUnavailable(reply.output or "the build pool could not build it")
@@ -295,6 +298,8 @@ class ObjectCache:
                 self._remember_failure(key, reply.output)
             return self._count("failed", {"error": reply.output})
         write_object(blob, target)
+        if reply.host_reused:
+            self._add("host_reused")
         self._add("pool", reply.node[:12])
         return None
 
@@ -317,15 +322,6 @@ def staged_files(staging: Path) -> dict[str, bytes]:
         path.name: path.read_bytes().replace(placeholder, STAGING_PLACEHOLDER)
         for path in sorted(p for p in staging.iterdir() if p.is_file() and p.name != "lock")
     }
-
-
-def host_key(files: dict[str, str]) -> str:
-    """The host binding's identity: ``main.cpp`` (declarations and the pybind11 module of the
-    call's ``functions``) and the flags it compiles with. Children that change only their ``.cu``
-    share it; the pool sends them to one node (build_pool.py)."""
-    ninja = files.get("build.ninja", "")
-    flags = [line for line in ninja.splitlines() if line.startswith(("cxx =", "cflags =", "post_cflags ="))]
-    return hashlib.sha256("\0".join([files.get("main.cpp", ""), *flags]).encode()).hexdigest()
 
 
 def object_note(counts: dict[str, int]) -> str:

@@ -87,7 +87,8 @@ def prune(root: Path, max_bytes: int = MAX_CACHE_BYTES, grace_s: float = GRACE_S
                 shutil.rmtree(stale, ignore_errors=True)
                 removed.append(stale)
     entries = []
-    for path in (root / "objects").glob("*/*.so"):
+    # Host bindings (host_binding.py) count and go like objects: a main.o is 1-10 MB.
+    for path in [*(root / "objects").glob("*/*.so"), *(root / "hosts").glob("*/main.o")]:
         with contextlib.suppress(OSError):
             info = path.stat()
             entries.append((info.st_mtime, info.st_size, path))

@@ -87,10 +87,12 @@ class BuildNode:
         }
 
 
-def build_slots(resources: dict[str, float], kept_cores: int, cpus_per_build: int) -> tuple[int, bool]:
-    """(build slots, is a GPU node) for a node with these Ray resources. ``kept_cores`` < 0:
-    :data:`KEPT_PER_GPU` per GPU."""
-    cpus, gpus = int(resources.get("CPU", 0)), int(resources.get("GPU", 0))
+def build_slots(
+    resources: dict[str, float], kept_cores: int, cpus_per_build: int, evaluators: int = 0
+) -> tuple[int, bool]:
+    """(build slots, is a GPU node) for a node with these Ray resources and ``evaluators``
+    evaluator actors (one Ray CPU each). ``kept_cores`` < 0: :data:`KEPT_PER_GPU` per GPU."""
+    cpus, gpus = int(resources.get("CPU", 0)) - evaluators, int(resources.get("GPU", 0))
     if gpus:
         cpus -= kept_cores if kept_cores >= 0 else KEPT_PER_GPU * gpus
     return max(0, cpus // max(1, cpus_per_build)), gpus > 0
@@ -120,6 +122,9 @@ class BuildDispatcher:
         self.hosts: OrderedDict[str, str] = OrderedDict()
         self.wrong_toolchain: set[tuple[str, str]] = set()
         self.retried = self.unavailable = self.waiting = 0
+        # Evaluator actors per node (the pool says when they change): each holds one Ray CPU, which
+        # a build task could then never get (it would wait for it until its deadline).
+        self.evaluators: dict[str, int] = {}
         self._refreshed_at = -float("inf")
         self._changed: asyncio.Event | None = None
         self.refresh(force=True)
@@ -140,12 +145,18 @@ class BuildDispatcher:
                 continue
             node_id = entry["NodeID"]
             seen.add(node_id)
-            slots, gpu = build_slots(entry.get("Resources", {}), self.kept_cores, self.cpus_per_build)
+            resources, evaluators = entry.get("Resources", {}), self.evaluators.get(node_id, 0)
+            slots, gpu = build_slots(resources, self.kept_cores, self.cpus_per_build, evaluators)
             node = self.nodes.setdefault(node_id, BuildNode(node_id, slots, gpu))
             node.slots, node.gpu, node.alive = slots, gpu, True
         for node in self.nodes.values():
             node.alive = node.alive and node.node_id in seen
         self._wake()
+
+    def set_evaluators(self, per_node: dict[str, int]) -> None:
+        """The evaluator pool's actors per node id, after every change (placement.ActorSet)."""
+        self.evaluators = dict(per_node)
+        self.refresh(force=True)
 
     async def build(self, job_json: dict[str, Any]) -> dict[str, Any]:
         """``{"reply": BuildReply, "blob": [ObjectRef] or None}``; never raises."""

@@ -36,7 +36,8 @@ def node_root() -> Path:
     from evokernel.evaluation.object_cache import default_root
 
     root = default_root()
-    (root / "staging").mkdir(parents=True, exist_ok=True)
+    for name in ("staging", "hosts"):
+        (root / name).mkdir(parents=True, exist_ok=True)
     return root
 
 
@@ -73,7 +74,7 @@ def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
         deadline = time.perf_counter() + job.timeout_s
         env = sandbox_env("cuda", staging, jobs)
         try:
-            run = confined_build.run(staging, deadline, "required", header_reads(), env)
+            run = confined_build.run(staging, deadline, "required", header_reads(), env, root / "hosts")
         except TimeoutError:
             return BuildReply("timeout", "the extension build outlived the evaluation's timeout", node), b""
         if run.code == confined_build.ISOLATION_UNAVAILABLE:
@@ -88,7 +89,7 @@ def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
                 data = f.read()
         except (OSError, RuntimeError) as exc:
             return BuildReply("failed", f"the build left no object: {exc}", node, run.seconds, run.cpu_s), b""
-        return BuildReply("built", "", node, run.seconds, run.cpu_s), data
+        return BuildReply("built", "", node, run.seconds, run.cpu_s, host_reused=run.host_reused), data
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

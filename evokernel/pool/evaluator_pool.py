@@ -138,6 +138,8 @@ class EvaluatorPool:
     def _resized(self, actors: int) -> None:  # a node came or went, or an actor died
         self.size, self.capacity = actors, actors * self.concurrency
         self.queue.resize(self.capacity)
+        if self.build_pool is not None:  # its actors' CPUs are no build's (pool/build_pool.py)
+            self.build_pool.set_evaluators.remote(self.workers.nodes())
 
     def _new_actor(self, node_id: str) -> Any:
         actor_cls: Any = EvaluatorActor  # a Ray ActorClass; mypy sees the plain class

@@ -31,10 +31,11 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
-import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,32 +96,81 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple[str, list[int]]]:
-    """A GPU head node and CPU-only build nodes, each a ``ray start`` of its own; yields (address,
-    the GPU node's cores when pinned) and stops them all."""
+    """A GPU head node and CPU-only build nodes, each a ``ray start --block`` of its own in its own
+    session; yields (address, the GPU node's cores when pinned) and stops exactly those sessions
+    (never ``ray stop``, which would stop every Ray of this user on the machine)."""
     temp = Path(tempfile.mkdtemp(prefix="evk-split-", dir="/tmp"))  # short: Ray's socket paths
+    # Token authentication on every node and for this driver, from ~/.ray/auth_token (made by the
+    # head if missing): a joining `ray start` does not turn it on by itself and is then refused.
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
     env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     cores = os.cpu_count() or 1
     pin = pin and shutil.which("taskset") is not None and cores >= node_cpus * (build_nodes + 1)
+    nodes: list[subprocess.Popen[bytes]] = []
 
     def start(index: int, args: list[str], extra_env: dict[str, str]) -> None:
         prefix = ["taskset", "-c", f"{index * node_cpus}-{(index + 1) * node_cpus - 1}"] if pin else []
-        command = [*prefix, "ray", "start", f"--num-cpus={node_cpus}", "--disable-usage-stats", *args]
-        subprocess.run(command, env={**env, **extra_env}, check=True, stdout=subprocess.DEVNULL)
+        command = [
+            *prefix,
+            "ray",
+            "start",
+            "--block",
+            f"--num-cpus={node_cpus}",
+            "--disable-usage-stats",
+            *args,
+        ]
+        log = (temp / f"node{index}.log").open("wb")
+        nodes.append(
+            subprocess.Popen(
+                command,
+                env={**env, **extra_env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     port = free_port()
     address = f"127.0.0.1:{port}"
     try:
         start(0, ["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"], {})
+        wait_for_port(port, 120)
         for i in range(build_nodes):
             # No GPU for Ray to find: a CPU-only node, as a cluster's cheap build machines are.
             start(i + 1, [f"--address={address}", "--num-gpus=0"], {"CUDA_VISIBLE_DEVICES": ""})
+        import ray
+
+        ray.init(address=address, include_dashboard=False)
+        deadline = time.monotonic() + 120
+        while sum(1 for n in ray.nodes() if n.get("Alive")) < 1 + build_nodes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the build nodes did not join; see {temp}/node*.log")
+            time.sleep(0.5)
         yield address, list(range(node_cpus)) if pin else []
     finally:
         import ray
 
         ray.shutdown()
-        subprocess.run(["ray", "stop", "--force"], env=env, check=False, capture_output=True)
+        for proc in reversed(nodes):  # `ray start --block` stops its node's processes on SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in nodes:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def wait_for_port(port: int, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the head node did not listen on {port} within {limit_s:.0f} s")
 
 
 def build_figures(evaluations: list[Any]) -> dict[str, Any]:
@@ -187,7 +237,8 @@ def run_mode(
     )
     with tempfile.TemporaryDirectory() as tmp:
         library = SolutionLibrary(Path(tmp) / "baselines.db")
-        pool = EvaluatorPool(config, RayConfig(address=address), baselines=library)
+        ray_config = RayConfig(address=address, num_cpus=None if address else args.ray_cpus)
+        pool = EvaluatorPool(config, ray_config, baselines=library)
 
         async def warm_up() -> tuple[str, list[dict[str, Any]]]:
             hardware = await pool.hardware()
@@ -247,6 +298,9 @@ def main() -> None:
     )
     parser.add_argument("--node-cpus", type=int, default=4)
     parser.add_argument("--build-nodes", type=int, default=3)
+    parser.add_argument(
+        "--ray-cpus", type=int, help="without --split: the local cluster's CPUs (default: the machine's)"
+    )
     parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
     parser.add_argument(
         "--smoke", action="store_true", help="three tiny CPU extensions instead of the corpus"
@@ -254,6 +308,8 @@ def main() -> None:
     args = parser.parse_args()
     if not args.smoke and args.corpus is None:
         parser.error("--corpus is required (or --smoke)")
+    if args.smoke and args.ray_cpus is None:
+        args.ray_cpus = 6  # two CPU actors and room for two pooled builds beside them
     if args.split and args.kept < 0:
         args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
     modes = [m.strip() for m in args.builds.split(",") if m.strip()]
@@ -282,4 +338,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -67,10 +67,10 @@ def fresh(name: str) -> None:
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
 
 
-def answered(cache: ObjectCache, n: int, slow: bool = False) -> int:
-    """Build call ``n`` through ``cache`` and run the module: ``add_n(1)``."""
+def answered(cache: ObjectCache, n: int, slow: bool = False, **changed: Any) -> int:
+    """Build call ``n`` (with ``changed`` arguments) through ``cache`` and run the module."""
     fresh(f"evk_pool_{n}")
-    reply = cache.answer(call(n, slow), time.perf_counter() + 120)
+    reply = cache.answer({**call(n, slow), **changed}, time.perf_counter() + 120)
     assert "object" in reply, reply
     assert Path(reply["object"]).is_relative_to(cache.root / "objects")
     result: int = getattr(import_object(reply["name"], reply["object"]), f"add_{n}")(1)
@@ -189,6 +189,10 @@ def test_builds_spread_over_the_cpu_nodes_and_keep_off_the_gpu_node(cluster: Clu
         again = pool.cache()
         assert answered(again, 3) == 4
         assert again.counts == {"hits": 1}
+        # A child of object 1 with the same host binding: built on the pool from the kept main.o.
+        child = pool.cache()
+        assert answered(child, 1, extra_ldflags=["-Wl,-O1"]) == 2
+        assert child.extra.get("host_reused") == 1, child.summary()
         nodes = pool.stats()["nodes"]
         assert all(nodes[n]["cpu_s"] > 0 for n in built), nodes
     finally:
@@ -256,6 +260,24 @@ def test_without_a_pool_the_supervisor_builds_itself_and_says_why(tmp_path: Path
     assert cache.counts == {"built": 1}
     assert cache.extra["pool_fallback"] == 1
     assert "no build service" in cache.extra["pool_fallback_reason"]
+
+
+@needs_isolation
+def test_a_child_that_keeps_its_host_binding_does_not_compile_it_again(tmp_path: Path) -> None:
+    """A link flag changes the object's key but not main.cpp's: the child links the kept main.o
+    (on a GPU the child's .cu changes instead; a CPU extension has main.cpp alone)."""
+    parent = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"})
+    assert answered(parent, 41) == 42
+    assert len(list((tmp_path / "hosts").glob("*/main.o"))) == 1
+    child = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"})
+    assert answered(child, 41, extra_ldflags=["-Wl,-O1"]) == 42
+    assert child.counts == {"built": 1} and child.extra == {"host_reused": 1}
+    assert child.build_cpu_s < parent.build_cpu_s / 2, (child.build_cpu_s, parent.build_cpu_s)
+    # A changed declaration is another binding.
+    other = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"})
+    assert answered(other, 41, cpp_sources=[SHIM + "int add_41(int x) { return x + 41; } // v2\n"]) == 42
+    assert "host_reused" not in other.extra
+    assert len(list((tmp_path / "hosts").glob("*/main.o"))) == 2
 
 
 @needs_isolation
