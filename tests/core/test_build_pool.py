@@ -11,6 +11,7 @@ as every cached build is. Each test checks the object imports and runs."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import threading
@@ -23,11 +24,16 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
 from evokernel.evaluation import confined_build, landlock, seccomp
 from evokernel.evaluation.object_cache import ObjectCache
 from evokernel.evaluation.remote_builds import import_object
+from evokernel.pool import EvaluatorPool
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
+from evokernel.types import Task
+
+from .test_object_cache import AXPY_C, candidate, report
 
 needs_isolation = pytest.mark.skipif(
     landlock.abi_version() < 1 or not seccomp.available(), reason="this kernel has no Landlock or seccomp"
@@ -291,3 +297,31 @@ def test_a_compile_error_is_answered_from_the_cache_the_second_time(tmp_path: Pa
     assert second.answer(broken, time.perf_counter() + 120) == {"error": error}
     assert second.counts == {"failed": 1} and second.extra == {"failed_cached": 1}
     assert second.build_cpu_s == 0.0
+
+
+@needs_isolation
+def test_an_evaluator_actor_sends_its_candidates_builds_to_the_pool(
+    axpy_task: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole way: pool -> actor -> fork-server -> supervisor -> the actor's build service ->
+    dispatcher -> a build task, and the object back into the candidate's import."""
+    temp_dir = tempfile.mkdtemp(prefix="evk-bp-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", temp_dir)
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    fast = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
+    config = EvaluationConfig(device="cpu", workers=1, timeout_s=120, builds="pool", timing=fast)
+    try:
+        pool = EvaluatorPool(config, RayConfig(num_cpus=4))  # one actor's CPU, one build slot of 2
+        try:
+            source = candidate("pooled", AXPY_C.replace("3.0f", "(3.0f + 0.0f * 7)"))
+            ev = asyncio.run(pool.evaluate(axpy_task, source))
+            stats = asyncio.run(pool.build_stats())
+        finally:
+            pool.shutdown()
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    cache = ev.details.get("object_cache") or {}
+    assert cache.get("built") == 1 and sum((cache.get("pool") or {}).values()) == 1, (ev.reason, cache)
+    assert stats["built"] == 1 and stats["retried"] == 0, stats
+    assert report(ev)["object"].endswith(".so")  # the candidate imported the pooled object
