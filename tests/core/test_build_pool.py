@@ -24,10 +24,12 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+from evokernel.config.loading import from_dict
 from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
 from evokernel.evaluation import confined_build, landlock, seccomp
 from evokernel.evaluation.object_cache import ObjectCache
 from evokernel.evaluation.remote_builds import import_object
+from evokernel.exceptions import ConfigError
 from evokernel.pool import EvaluatorPool
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
@@ -104,6 +106,13 @@ def test_cpu_only_nodes_first_then_the_gpu_nodes_spare_cores() -> None:
     a.busy = b.busy = gpu.busy = 0
     assert choose([gpu, a, b], preferred="b") is b
     assert choose([gpu, a, b], preferred="gpu") is a
+
+
+def test_the_builds_setting_names_its_valid_values() -> None:
+    with pytest.raises(ConfigError, match=r"evaluation\.builds='remote' is not one of local, pool"):
+        from_dict({"tasks": ["t.py"]}, ["evaluation.builds=remote"])
+    with pytest.raises(ConfigError, match=r"needs evaluation\.object_cache=true"):
+        from_dict({"tasks": ["t.py"]}, ["evaluation.builds=pool", "evaluation.object_cache=false"])
 
 
 def test_only_compile_errors_are_remembered() -> None:
