@@ -56,7 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.quiet import quiet_window
+from evokernel.evaluation.quiet import QuietLink
 from evokernel.exceptions import EvaluationError
 
 # Which lock a supervisor command needs: GPU work that may overlap (shared) or a timing (exclusive).
@@ -80,9 +80,9 @@ class GpuLock:
     ) -> None:
         self.directory = directory
         self.max_wait_s = max_wait_s
-        # The node's quiet-window keeper (quiet.py): builds paused while this holds exclusively.
-        self.quiet = quiet
-        self.quiet_record: dict[str, Any] = {}
+        # The node's quiet-window keeper (quiet.py): the rest of the node is stopped while this
+        # holds exclusively; connected now, so this evaluation is one the others' windows stop.
+        self.quiet = QuietLink(quiet)
         self.waited_s = 0.0
         self.exclusive_s = 0.0
         self.shared_s = 0.0
@@ -134,7 +134,7 @@ class GpuLock:
         timer.daemon = True
         timer.start()
         try:
-            with quiet_window(self.quiet if exclusive else None, self.quiet_record):
+            with self.quiet.window() if exclusive else contextlib.nullcontext():
                 yield
         finally:
             timer.cancel()
@@ -176,5 +176,5 @@ class GpuLock:
             "exclusive_s": round(self.exclusive_s, 4),
             "shared_s": round(self.shared_s, 4),
             "released_early": self.released_early,
-            **({"quiet": self.quiet_record} if self.quiet_record else {}),
+            **({"quiet": self.quiet.record} if self.quiet.record else {}),
         }

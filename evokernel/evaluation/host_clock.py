@@ -69,3 +69,27 @@ def wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, float
     pairs = zip(samples["tail"], samples["probe_tail"], strict=True)
     medians["tail_excess"] = statistics.median(a - b for a, b in pairs)
     return medians
+
+
+# A synchronized one-element add on an idle H100 takes ~20-50 us; one that waits for another
+# context's time slice takes a slice (~ms).
+IDLE_PROBE_MS = 0.15
+IDLE_PROBES = 3
+DRAIN_LIMIT_S = 0.5
+
+
+def wait_gpu_quiet(device: torch.device) -> dict[str, Any]:
+    """Until ``IDLE_PROBES`` synchronized probes in a row finish under ``IDLE_PROBE_MS`` (the GPU
+    runs no other context's work: what stopped processes had queued has drained), at most
+    ``DRAIN_LIMIT_S``. ``{"drain_ms", "quiet"}`` for the timing's record."""
+    if device.type != "cuda":
+        return {}
+    probe = torch.zeros(1, device=device)
+    start = time.perf_counter()
+    idle = 0
+    while idle < IDLE_PROBES and time.perf_counter() - start < DRAIN_LIMIT_S:
+        t0 = time.perf_counter()
+        probe.add_(1)
+        torch.cuda.synchronize(device)
+        idle = idle + 1 if (time.perf_counter() - t0) * 1e3 < IDLE_PROBE_MS else 0
+    return {"drain_ms": round((time.perf_counter() - start) * 1e3, 3), "quiet": idle >= IDLE_PROBES}

@@ -11,8 +11,8 @@ pair ratios, with a distribution-free interval for that median from order statis
 
 Sampling is adaptive (nvbench-style): pairs are added until the interval's half-width is within
 ``paired_halfwidth`` of the estimate (after ``paired_min_pairs`` pairs and ``min_ms`` per side),
-or until either side reaches its cap (``max_ms`` or ``max_reps``: the same caps a single timing
-had). Every result says how many pairs it took and why sampling stopped.
+or until either side reaches its cap (``max_ms`` of timed calls, or ``max_reps`` calls per pair
+the rule needs). Every result says how many pairs it took and why sampling stopped.
 """
 
 from __future__ import annotations
@@ -80,11 +80,16 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> tuple[floa
 
 
 def block_calls(call_ms: float, settings: TimingSettings) -> int:
-    """Calls in one block: ~``paired_block_ms`` of them, at least one, and few enough that
-    ``paired_min_pairs`` blocks fit in ``max_reps`` (a fast side would reach its count cap
-    after a pair or two, and a ratio of two pairs has no interval to speak of)."""
+    """Calls in one block: ~``paired_block_ms`` of them, at least one, at most ``max_reps``."""
     wanted = math.ceil(settings.paired_block_ms / max(call_ms, 1e-4))
-    return max(1, min(wanted, settings.max_reps // max(1, settings.paired_min_pairs)))
+    return max(1, min(wanted, settings.max_reps))
+
+
+def count_cap(settings: TimingSettings) -> int:
+    """A side's calls at most: ``max_reps`` per pair the stopping rule needs. A fast call's side
+    used to reach a plain ``max_reps`` after a pair or two (1000 calls of a 10 µs kernel are 10
+    blocks), before the interval could narrow; ``max_ms`` is the cap that binds on a GPU."""
+    return settings.max_reps * max(1, settings.paired_min_pairs)
 
 
 def paired_ratio(
@@ -123,7 +128,7 @@ def paired_ratios(sides: list[Block], call_ms: list[float], settings: TimingSett
         enough = pairs >= max(1, settings.paired_min_pairs) and min(spent) >= settings.min_ms
         if enough and all(_precise(r, settings) for r in ratios):
             stopped = "precision"
-        capped = max(spent) >= settings.max_ms or max(map(len, samples)) >= settings.max_reps
+        capped = max(spent) >= settings.max_ms or max(map(len, samples)) >= count_cap(settings)
         if not stopped and capped:
             if not pairs:
                 counts = " and ".join(str(len(x)) for x in samples)

@@ -1,28 +1,35 @@
-"""Quiet windows: the node's builds are paused while a candidate is timed (issue 35).
+"""Quiet windows: while a candidate is timed, the rest of the node stops (issue 35).
 
-Host-bound calls (level-3 models launching hundreds of small kernels) ran 1.5-2.8x slower while 16
-compiles ran beside them (experiments/bench/timing_under_load.py), and an eager reference is
-host-bound more often than a fused candidate, so a ratio timed beside compiles is inflated even
-when both sides are timed in one window. So while a supervisor holds the GPU lock exclusively, the
-compiler processes (COMPILERS: nvcc and its stages, g++ and its stages, ninja) of every evaluator on
-the node are stopped (SIGSTOP) and continued (SIGCONT) right after.
+Two identical runs of the published level-3 corpus (16 in flight on an H100) disagreed on a
+kernel's paired speedup by a median 4.6 % and up to 2.5x with only the compilers stopped: both
+sides of a pair ran up to 2x slower in one run than the other (ResNet-101's eager reference 18.8 ms
+against 10.7 ms), the mark of another CUDA context time-slicing the GPU in the window (another
+candidate's warm-up call, which takes no lock), and host-bound eager references moved with the
+host's load (other candidates' imports, Triton compiles, correctness checks). So while a
+supervisor holds the GPU lock exclusively, every *other evaluation* of the node (its supervisor,
+worker and everything they started) and every compiler under the node's evaluator actors is
+stopped (SIGSTOP) and continued (SIGCONT) right after; the timing then waits for work those
+processes had already queued on the GPU to drain (host_clock.wait_gpu_quiet).
 
 Nothing may stay stopped when the one who asked dies, so the stopping is done by a *keeper*, one
 small process per evaluator actor in a session of its own, not by the supervisor (a timeout kills
 the supervisor's whole session) nor by the actor (Ray may kill it):
 
-* a supervisor connects to the keeper's unix socket and sends ``pause``; the keeper stops the
-  builds and answers ``paused N``; the window ends when the supervisor sends ``resume`` or its end
-  of the socket closes, which the kernel does when it dies, however it dies;
+* every supervisor keeps one connection to its actor's keeper for its life (:class:`QuietLink`):
+  ``hello`` registers its session as an evaluation of the node (a file per session in the node's
+  registry, so every actor's keeper sees it), ``pause`` asks for a window (answered ``paused N``),
+  ``resume`` ends it; a connection that closes, which the kernel does when the supervisor dies
+  however it dies, ends its window and its registration;
 * the keeper continues everything it stopped after ``max_hold_s`` whatever the supervisor does,
   and when its lifeline (its stdin, a pipe from the actor) closes: the actor died;
-* which processes are the node's builds: descendants of any evaluator actor registered in the
-  node's registry directory (a file per actor pid), never the asking supervisor's own session;
-* builds are stopped at most ``MAX_DUTY`` of any ``DUTY_WINDOW_S``: timings back to back would
-  otherwise starve the builds that feed them (a window past that is timed without pausing and
-  says so in ``details["gpu_lock"]["quiet"]``).
+* what a window stops: the members of every registered session but the asker's, and compilers
+  (COMPILERS) below any evaluator actor registered in the registry (object-cache builds run in
+  sessions of their own);
+* windows stop the node at most ``MAX_DUTY`` of any ``DUTY_WINDOW_S``: timings back to back would
+  otherwise starve the evaluations that feed them (a window past that is timed without stopping
+  anything and says so in ``details["gpu_lock"]["quiet"]``).
 
-Two timings on two GPUs of one node may overlap: the first to end continues the builds while the
+Two timings on two GPUs of one node may overlap: the first to end continues the others while the
 second is still timing. Each keeper records only what it stopped, so nothing is continued twice
 nor left stopped.
 """
@@ -79,14 +86,19 @@ def _stat(pid: str) -> tuple[str, int, int, int] | None:
     return comm, int(fields[1]), int(fields[3]), int(fields[19])
 
 
-def node_builds(roots: set[int], exclude_session: int) -> list[tuple[int, int]]:
-    """(pid, start time) of every compiler process below one of ``roots`` and outside
-    ``exclude_session``."""
+def node_quiet_targets(roots: set[int], sessions: set[int], exclude_session: int) -> list[tuple[int, int]]:
+    """(pid, start time) of every process of the registered evaluation ``sessions`` and every
+    compiler below one of ``roots``, outside ``exclude_session`` (the asker's)."""
     table = {name: _stat(name) for name in os.listdir("/proc") if name.isdigit()}
     parent = {int(pid): info[1] for pid, info in table.items() if info}
     found = []
     for pid, info in table.items():
-        if not info or info[0] not in COMPILERS or info[2] == exclude_session:
+        if not info or info[2] == exclude_session or int(pid) == os.getpid():
+            continue
+        if info[2] in sessions:
+            found.append((int(pid), info[3]))
+            continue
+        if info[0] not in COMPILERS:
             continue
         ancestor, hops = int(pid), 0
         while ancestor > 1 and ancestor not in roots and hops < 64:
@@ -102,6 +114,17 @@ def registered_roots(registry: Path) -> set[int]:
         if entry.name.isdigit() and Path(f"/proc/{entry.name}").exists():
             roots.add(int(entry.name))
     return roots
+
+
+def registered_sessions(registry: Path) -> set[int]:
+    """Evaluation sessions registered by any keeper of the node whose leader still lives (a
+    keeper killed with its files left behind leaves nothing that matches a live session)."""
+    sessions = set()
+    for entry in (registry / "sessions").iterdir() if (registry / "sessions").is_dir() else ():
+        info = _stat(entry.name) if entry.name.isdigit() else None
+        if info is not None and info[2] == int(entry.name):
+            sessions.add(int(entry.name))
+    return sessions
 
 
 def _signal_all(pids: list[tuple[int, int]], sig: int) -> int:
@@ -130,6 +153,12 @@ class Keeper:
         self.selector.register(sys.stdin.buffer, selectors.EVENT_READ, "lifeline")
         # Per open connection: what it stopped and when that must end.
         self.windows: dict[socket.socket, tuple[list[tuple[int, int]], float]] = {}
+        # Per open connection that said hello: its session, registered while it lasts; and while
+        # it has a window, the marker that keeps other GPUs' windows from stopping it.
+        self.sessions: dict[socket.socket, Path] = {}
+        self.timing: dict[socket.socket, Path] = {}
+        for part in ("sessions", "timing"):
+            (registry / part).mkdir(parents=True, exist_ok=True, mode=0o700)
         # (start, end) of recent pauses, for the duty limit; end None while it lasts.
         self.pauses: list[list[float | None]] = []
 
@@ -153,36 +182,55 @@ class Keeper:
         finally:
             for conn in list(self.windows):
                 self._resume(conn)
+            for marker in self.sessions.values():
+                marker.unlink(missing_ok=True)
 
     def _client(self, conn: socket.socket) -> None:
         try:
             data = conn.recv(64)
         except OSError:
             data = b""
-        if data.startswith(b"pause") and conn not in self.windows:
+        if data.startswith(b"hello"):
+            marker = self.registry / "sessions" / str(os.getsid(_peer(conn)))
+            marker.touch()
+            self.sessions[conn] = marker
+            self._answer(conn, "registered")
+        elif data.startswith(b"pause") and conn not in self.windows:
             if self._duty() > MAX_DUTY * DUTY_WINDOW_S:
-                answer, builds = "paused 0 duty", []
+                answer, stopped = "paused 0 duty", []
             else:
-                creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-                peer = struct.unpack("3i", creds)[0]
-                builds = node_builds(registered_roots(self.registry), os.getsid(peer))
-                answer = f"paused {_signal_all(builds, signal.SIGSTOP)}"
+                # Timings on the node's other GPUs are never stopped: their sessions are marked.
+                asker = os.getsid(_peer(conn))
+                (self.registry / "timing" / str(asker)).touch()
+                timing = {int(m.name) for m in (self.registry / "timing").iterdir() if m.name.isdigit()}
+                sessions = registered_sessions(self.registry) - timing
+                stopped = node_quiet_targets(registered_roots(self.registry), sessions, asker)
+                answer = f"paused {_signal_all(stopped, signal.SIGSTOP)}"
                 self.pauses.append([time.monotonic(), None])
-            self.windows[conn] = (builds, time.monotonic() + self.max_hold_s)
-            with contextlib.suppress(OSError):
-                conn.sendall(f"{answer}\n".encode())
-            return
-        self._resume(conn)
-        if data:  # "resume": the window ended, the connection may stay for the next
-            with contextlib.suppress(OSError):
-                conn.sendall(b"resumed\n")
-            return
-        self.selector.unregister(conn)
-        conn.close()
+            self.windows[conn] = (stopped, time.monotonic() + self.max_hold_s)
+            self.timing[conn] = self.registry / "timing" / str(os.getsid(_peer(conn)))
+            self._answer(conn, answer)
+        elif data:  # "resume": the window ended, the connection stays for the next
+            self._resume(conn)
+            self._answer(conn, "resumed")
+        else:
+            self._resume(conn)
+            if conn in self.sessions:
+                self.sessions.pop(conn).unlink(missing_ok=True)
+            self.selector.unregister(conn)
+            conn.close()
+
+    @staticmethod
+    def _answer(conn: socket.socket, text: str) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(f"{text}\n".encode())
 
     def _resume(self, conn: socket.socket) -> None:
         if conn not in self.windows:
             return
+        marker = self.timing.pop(conn, None)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
         builds, _ = self.windows.pop(conn)
         _signal_all(builds, signal.SIGCONT)
         for pause in self.pauses:  # one window at a time: the GPU lock is exclusive
@@ -196,34 +244,71 @@ class Keeper:
         return sum(min(now, p[1] or now) - max(since, p[0] or now) for p in self.pauses)
 
 
-@contextlib.contextmanager
-def quiet_window(sock_path: str | None, record: dict[str, Any]) -> Iterator[None]:
-    """Ask the keeper at ``sock_path`` to pause the node's builds for the block. A keeper that
-    cannot be reached costs the timing its quiet, never its verdict: ``record`` says so."""
-    if not sock_path:
-        yield
-        return
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    started = time.perf_counter()
-    try:
-        conn.settimeout(CONNECT_TIMEOUT_S)
-        conn.connect(sock_path)
-        conn.sendall(b"pause\n")
+def _peer(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[0])
+
+
+class QuietLink:
+    """A supervisor's connection to its actor's keeper, for the supervisor's life: registers its
+    evaluation as one a window stops, and asks for windows. A keeper that cannot be reached costs
+    the timings their quiet, never a verdict: ``record`` says so."""
+
+    def __init__(self, sock_path: str | None) -> None:
+        self.record: dict[str, Any] = {}
+        self.conn: socket.socket | None = None
+        if not sock_path:
+            return
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(CONNECT_TIMEOUT_S)
+            conn.connect(sock_path)
+            self._say(conn, "hello")
+            self.conn = conn
+        except (OSError, IndexError) as exc:
+            self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
+            conn.close()
+
+    @staticmethod
+    def _say(conn: socket.socket, text: str) -> list[str]:
+        conn.sendall(f"{text}\n".encode())
         answer = conn.recv(64).decode().split()
-        record["windows"] = record.get("windows", 0) + 1
-        record["paused"] = record.get("paused", 0) + int(answer[1])
-        if answer[2:] == ["duty"]:
-            record["over_duty"] = record.get("over_duty", 0) + 1
-        record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
-    except (OSError, IndexError, ValueError) as exc:
-        record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-        conn.close()
-        yield
-        return
-    try:
-        yield
-    finally:
-        conn.close()  # the keeper continues what it stopped
+        if not answer:
+            raise ConnectionResetError("the keeper closed the connection")
+        return answer
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """The block runs with the rest of the node stopped (when the keeper grants it)."""
+        if self.conn is None:
+            yield
+            return
+        started = time.perf_counter()
+        try:
+            answer = self._say(self.conn, "pause")
+            record = self.record
+            record["windows"] = record.get("windows", 0) + 1
+            record["paused"] = record.get("paused", 0) + int(answer[1])
+            if answer[2:] == ["duty"]:
+                record["over_duty"] = record.get("over_duty", 0) + 1
+            record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
+        except (OSError, IndexError, ValueError) as exc:
+            self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
+            self.close()
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                self._say(self.conn, "resume")
+            except OSError:
+                self.close()  # the keeper continues what it stopped when the connection closes
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def start_keeper(

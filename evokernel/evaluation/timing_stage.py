@@ -23,6 +23,7 @@ from evokernel.evaluation import confirmation, integrity
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import timing_feedback
+from evokernel.evaluation.host_clock import wait_gpu_quiet
 from evokernel.evaluation.loading import clone, flatten, make_inputs
 from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
 from evokernel.evaluation.profiling import stage as profiling
@@ -152,6 +153,7 @@ def _paired_timing(
         "settings": sup.request["timing"],
     }
     with sup.gpu.hold("time"), torch.no_grad():
+        drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
         answer, _ = sup.ask(start, lock=False)
         timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
         sides, call_ms = [worker_block(None), timer.block], [float(answer["call_ms"]), timer.settle()]
@@ -181,7 +183,7 @@ def _paired_timing(
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-        sup.paired_reference = timer.result().to_dict()
+        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained}
         timer.close()
     return ratios[0], header, blob
 

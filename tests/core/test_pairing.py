@@ -68,7 +68,7 @@ def test_sampling_stops_at_a_sides_cap_and_says_so() -> None:
     def noisy(ms: float) -> object:
         return lambda calls: [ms * rng.uniform(0.5, 2.0) for _ in range(calls)]
 
-    capped = replace(SETTINGS, max_reps=60)  # 10 pairs of 6 calls: far too noisy for 1 %
+    capped = replace(SETTINGS, max_reps=6)  # blocks of 6 calls, 60 a side: far too noisy for 1 %
     result = paired_ratio(noisy(1.0), noisy(1.0), 1.0, 1.0, capped)  # type: ignore[arg-type]
     assert result.stopped == "cap" and result.pairs == 10
     assert result.halfwidth > capped.paired_halfwidth and result.low < 1.0 < result.high

@@ -1,7 +1,8 @@
-"""Quiet windows (evaluation/quiet.py): builds stopped while a candidate is timed are continued
-when the window ends, however it ends: the timing supervisor killed mid-window, the actor that
-started the keeper killed, or a window held past its bound. Real processes throughout: a "build"
-is ``sleep`` copied under a compiler's name, started by a stand-in actor that runs a real keeper."""
+"""Quiet windows (evaluation/quiet.py): the node's other evaluations and builds, stopped while a
+candidate is timed, are continued when the window ends, however it ends: the timing supervisor
+killed mid-window, the actor that started the keeper killed, or a window held past its bound.
+Real processes throughout: a "build" is ``sleep`` copied under a compiler's name, started by a
+stand-in actor that runs a real keeper; an "evaluation" is a process that registered its session."""
 
 from __future__ import annotations
 
@@ -33,11 +34,22 @@ ACTOR = textwrap.dedent(
 TIMING = textwrap.dedent(
     """
     import sys, time
-    from evokernel.evaluation.quiet import quiet_window
-    record = {}
-    with quiet_window(sys.argv[1], record):
-        print(record, flush=True)
+    from evokernel.evaluation.quiet import QuietLink
+    link = QuietLink(sys.argv[1])
+    with link.window():
+        print(link.record, flush=True)
         time.sleep(600)
+    """
+)
+# Another evaluation of the node: registered, then busy (its child is a plain process, no compiler).
+EVALUATION = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from evokernel.evaluation.quiet import QuietLink
+    link = QuietLink(sys.argv[1])
+    child = subprocess.Popen(["sleep", "600"])
+    print(child.pid, link.record, flush=True)
+    time.sleep(600)
     """
 )
 
@@ -134,3 +146,23 @@ def test_only_the_actors_compilers_are_stopped(node: Node) -> None:
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_window_stops_the_other_evaluations_and_nothing_else(node: Node) -> None:
+    other = node.start(EVALUATION, node.sock)
+    assert other.stdout is not None
+    child, record = other.stdout.readline().split(maxsplit=1)
+    assert record.strip() == "{}"  # registered, nothing unavailable
+    bystander = subprocess.Popen(["sleep", "600"])  # no evaluation, no compiler
+    try:
+        timing, answer = node.timing()
+        assert "'paused': 3" in answer  # the build, and the other evaluation with its child
+        assert wait_for(int(child), {"T"}) == "T" and wait_for(other.pid, {"T"}) == "T"
+        assert state(bystander.pid) in {"S", "R"}
+        timing.kill()
+        assert wait_for(int(child), {"S", "R"}) in {"S", "R"}
+        assert wait_for(other.pid, {"S", "R"}) in {"S", "R"}
+    finally:
+        bystander.kill()
+        bystander.wait()
+        os.kill(int(child), signal.SIGKILL)
