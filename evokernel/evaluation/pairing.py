@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS
 from evokernel.evaluation.timing import TimingSettings
 from evokernel.exceptions import EvaluationError
 
@@ -80,9 +81,10 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> tuple[floa
 
 
 def block_calls(call_ms: float, settings: TimingSettings) -> int:
-    """Calls in one block: ~``paired_block_ms`` of them, at least one, at most ``max_reps``."""
+    """Calls in one block: ~``paired_block_ms`` of them, at least one, at most ``max_reps`` and
+    the block timer's MAX_BLOCK_CALLS (a worker answers exactly the calls it was asked for)."""
     wanted = math.ceil(settings.paired_block_ms / max(call_ms, 1e-4))
-    return max(1, min(wanted, settings.max_reps))
+    return max(1, min(wanted, settings.max_reps, MAX_BLOCK_CALLS))
 
 
 def count_cap(settings: TimingSettings) -> int:

@@ -10,7 +10,14 @@ from dataclasses import replace
 import pytest
 
 from evokernel.config.schema import TimingConfig
-from evokernel.evaluation.pairing import PairingError, median_interval, paired_ratio, paired_ratios
+from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS
+from evokernel.evaluation.pairing import (
+    PairingError,
+    block_calls,
+    median_interval,
+    paired_ratio,
+    paired_ratios,
+)
 
 SETTINGS = TimingConfig(min_ms=0.0, max_ms=10_000.0, max_reps=100_000)
 
@@ -77,3 +84,11 @@ def test_sampling_stops_at_a_sides_cap_and_says_so() -> None:
 def test_a_side_that_takes_no_time_is_an_error_not_a_ratio() -> None:
     with pytest.raises(PairingError, match="no block"):
         paired_ratio(lambda n: [0.0] * n, lambda n: [1.0] * n, 1.0, 1.0, replace(SETTINGS, max_reps=50))
+
+
+def test_a_block_never_asks_for_more_calls_than_a_block_timer_makes() -> None:
+    # A 20 µs kernel wants ~500 calls per 10 ms block; the worker's block timer makes at most
+    # MAX_BLOCK_CALLS and a worker answering fewer calls than asked breaks the protocol (nine
+    # fast published kernels were refused so on the H100 before this bound).
+    assert block_calls(0.02, SETTINGS) == MAX_BLOCK_CALLS
+    assert block_calls(5.0, SETTINGS) == 2
