@@ -132,6 +132,9 @@ def _resolve_task_path(entry: str, base_dir: Path, what: str) -> str:
 
 
 def _check(config: ExperimentConfig) -> None:
+    # YAML reads on/off/yes/no/true/false as booleans, which the str field then holds as 'True'/'False'.
+    confirm = config.evaluation.confirm_best
+    config.evaluation.confirm_best = {"True": "on", "False": "off"}.get(confirm, confirm)
     choices = {
         "evaluation.device": (config.evaluation.device, ("auto", "cpu", "cuda")),
         "evaluation.scale": (config.evaluation.scale, ("auto", "small", "full")),
@@ -139,6 +142,7 @@ def _check(config: ExperimentConfig) -> None:
         "evaluation.isolation": (config.evaluation.isolation, ("required", "best-effort")),
         "evaluation.profiling": (config.evaluation.profiling, ("none", "timeline", "counters")),
         "evaluation.builds": (config.evaluation.builds, ("local", "pool")),
+        "evaluation.confirm_best": (config.evaluation.confirm_best, ("auto", "on", "off")),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:

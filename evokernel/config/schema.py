@@ -232,7 +232,8 @@ class EvaluationConfig:
     # A candidate whose first figure would make it its task's best is evaluated again, timed in
     # one window with the current best, and the re-measurement is what the run records and
     # ranks by (run/confirm.py: the largest of many noisy figures is biased upward by its noise).
-    confirm_best: bool = True
+    # auto: on a GPU only (a CPU's Triton-interpreter timings say nothing to confirm), on, off.
+    confirm_best: str = "auto"
     # After timing, correct candidates (and each task's reference, once) are profiled: none,
     # timeline (torch.profiler: kernels, launches, host gaps, bottleneck, speed of light) or
     # counters (also Nsight Compute per main kernel). Off by default: CUPTI's start costs 4-6 s

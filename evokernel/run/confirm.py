@@ -24,6 +24,11 @@ from evokernel.types import Evaluation, Scored, Status, Task
 VERDICTS = (Status.CORRECT, Status.INCORRECT, Status.REJECTED, Status.COMPILE_ERROR, Status.RUNTIME_ERROR)
 
 
+def enabled(setting: str, device: str) -> bool:
+    """``evaluation.confirm_best``: ``auto`` confirms on a GPU only, where the figures are real."""
+    return setting == "on" or (setting == "auto" and device == "cuda")
+
+
 def would_be_best(first: Evaluation, best: Scored | None) -> bool:
     return (
         first.ok and first.speedup_eager is not None and (best is None or first.speedup_eager > best.speedup)

@@ -17,7 +17,7 @@ from evokernel.config.schema import ExperimentConfig
 from evokernel.db import SolutionLibrary
 from evokernel.mutators.base import MutationRequest, MutationResult, Mutator
 from evokernel.run.budget import RunBudget
-from evokernel.run.confirm import confirmed, promoted, would_be_best
+from evokernel.run.confirm import confirmed, enabled, promoted, would_be_best
 from evokernel.run.elastic import ElasticLimit
 from evokernel.run.evaluator import Evaluator
 from evokernel.run.request_inputs import RequestContext, avoided_sources, build_request
@@ -236,7 +236,8 @@ class ProposalJobs:
             evaluation = await self.pool.evaluate(
                 progress.task, candidate.source, tenant=self.run_id, priority=priority
             )
-            if self.config.evaluation.confirm_best and would_be_best(evaluation, progress.best):
+            confirming = enabled(self.config.evaluation.confirm_best, getattr(self.pool, "device", ""))
+            if confirming and would_be_best(evaluation, progress.best):
                 evaluation = await confirmed(
                     self.pool, progress.task, candidate.source, evaluation, progress.best, self.run_id
                 )

@@ -69,6 +69,11 @@ def test_wrong_type_and_bad_values_are_errors() -> None:
         load_config(QUICKSTART, ["evaluation.profile=kb"])
     v0 = load_config(QUICKSTART, ["evaluation.profile=kernelbench-v0"])
     assert v0.evaluation.profile == "kernelbench-v0"
+    with pytest.raises(ConfigError, match=r"evaluation\.confirm_best='maybe' is not one of auto, on, off"):
+        load_config(QUICKSTART, ["evaluation.confirm_best=maybe"])
+    # YAML's booleans (on, off, true, no, ...) mean what they say.
+    assert load_config(QUICKSTART, ["evaluation.confirm_best=on"]).evaluation.confirm_best == "on"
+    assert load_config(QUICKSTART, ["evaluation.confirm_best=false"]).evaluation.confirm_best == "off"
     with pytest.raises(ConfigError, match="key=value"):
         load_config(QUICKSTART, ["budget.evaluations"])
 

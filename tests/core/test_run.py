@@ -45,6 +45,7 @@ def test_tune_only_run_records_every_step(tmp_path: Path) -> None:
             "budget.evaluations=5",
             "strategy.params.branches=2",
             "strategy.params.top_k=2",
+            "evaluation.confirm_best=on",  # auto confirms on a GPU only
             *FAST,
         ],
     )

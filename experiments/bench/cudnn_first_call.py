@@ -1,0 +1,75 @@
+"""Does a convolution model's eager speed depend on the process's state at its first call?
+(issue 35: the eager reference of ResNet tasks ran 1.84 ms in four runs and 4.38 ms in a fifth,
+each with a tight paired interval, while its candidate held still.)
+
+Each state runs in a fresh process: the task's ``Model`` is built, the state is set up, the first
+call is made (where PyTorch picks a cuDNN algorithm for each convolution and keeps it), then the
+median of 100 event-timed calls is taken. States: ``fresh``; ``small_cache`` (a 64 MiB block freed
+into the caching allocator just before: the largest cached block PyTorch sizes the workspace
+by); ``full`` (the GPU nearly full, as with 16 candidates in flight: 1 GiB left, nothing cached).
+Run with ``CUDNN_LOGINFO_DBG=1 CUDNN_LOGDEST_DBG=stderr`` to see the algorithms chosen.
+
+Usage (GPU machine)::
+
+    python3 experiments/bench/cudnn_first_call.py \
+        CORPUS/tasks/8_ResNetBasicBlock.py CORPUS/tasks/9_ResNet18.py
+
+Prints a line per (task, state), then one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CHILD = r"""
+import importlib.util, json, statistics, sys, torch
+state, path = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("task", path)
+task = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(task)
+torch.manual_seed(0)
+model = task.Model(*task.get_init_inputs()).cuda().eval()
+inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+hold = None
+if state == "full":
+    free, _ = torch.cuda.mem_get_info()
+    hold = torch.empty(free - (1 << 30), dtype=torch.uint8, device="cuda")
+elif state == "small_cache":
+    block = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    del block
+with torch.no_grad():
+    model(*inputs)
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(100):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); model(*inputs); b.record(); torch.cuda.synchronize()
+        ms.append(a.elapsed_time(b))
+median = round(statistics.median(ms), 4)
+print(json.dumps({"task": path.rsplit("/", 1)[-1], "state": state, "median_ms": median}))
+"""
+STATES = ("fresh", "small_cache", "full", "fresh")
+
+
+def main() -> None:
+    results = []
+    for task in sys.argv[1:]:
+        for state in STATES:
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD, state, task], capture_output=True, text=True, timeout=300
+            )
+            lines = done.stdout.strip().splitlines()
+            row = (
+                json.loads(lines[-1])
+                if lines
+                else {"task": task, "state": state, "error": done.stderr[-300:]}
+            )
+            print(row, flush=True)
+            results.append(row)
+    print(json.dumps({"bench": "cudnn_first_call", "results": results}))
+
+
+if __name__ == "__main__":
+    main()
