@@ -33,6 +33,7 @@ from evokernel.exceptions import ConfigError
 from evokernel.pool import EvaluatorPool
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
+from evokernel.pool.placement import pinned
 from evokernel.types import Task
 
 from .test_object_cache import AXPY_C, candidate, report
@@ -145,7 +146,11 @@ class Pool:
 
     def __init__(self, cluster: Cluster, tmp: Path, kept_cores: int = -1) -> None:
         ray.init(address=cluster.address, include_dashboard=False)
-        self.dispatcher: Any = BuildDispatcher.options(num_cpus=0).remote(kept_cores, 1)  # type: ignore[attr-defined]
+        # On the driver's node, as start_build_pool places it: left to Ray, it could land on the
+        # node a test removes, and die with it (seen once under a loaded full suite).
+        here = pinned(ray.get_runtime_context().get_node_id())
+        dispatcher: Any = BuildDispatcher  # a Ray ActorClass; mypy sees the plain class
+        self.dispatcher: Any = dispatcher.options(num_cpus=0, **here).remote(kept_cores, 1)
         self.service = BuildService(
             Path(tempfile.mkdtemp(prefix="evk-bs-", dir="/tmp")) / "b.sock", self.dispatcher
         )
