@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from evokernel.evaluation.pairing import PairedRatio
+from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure
 from evokernel.evaluation.worker_process import WorkerProcess
 
@@ -23,18 +25,10 @@ class IncumbentLost(Exception):
     """The incumbent failed a step of the confirmation; the candidate's timing goes on without it."""
 
 
-class Supervisor(Protocol):
-    request: dict[str, Any]
-    incumbent: WorkerProcess | None
+class Supervisor(profiling.Supervisor, Protocol):
+    """What the confirmation uses of the supervisor, beyond what the profiling stage does."""
 
-    def ask(
-        self,
-        command: dict[str, Any],
-        meanwhile: Any = None,
-        limit_s: float | None = None,
-        lock: bool = True,
-        worker: WorkerProcess | None = None,
-    ) -> tuple[dict[str, Any], bytearray]: ...
+    incumbent: WorkerProcess | None
 
     def check_facts(self, raw: Any, kind: str, where: str) -> None: ...
 
@@ -64,7 +58,7 @@ def lost(during: str) -> Iterator[None]:
         raise IncumbentLost(f"the incumbent failed {during}: {exc.status.value}: {exc.reason}") from exc
 
 
-def record(paired: Any) -> dict[str, Any]:
+def record(paired: PairedRatio) -> dict[str, Any]:
     """``details["confirmation"]``: how much faster the candidate ran than the incumbent in the
     same window (the incumbent's time over the candidate's, per pair), with its interval."""
     return {

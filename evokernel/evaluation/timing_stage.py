@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from evokernel.evaluation.worker_process import WorkerProcess
 
 
-class Supervisor(profiling.Supervisor, Protocol):
+class Supervisor(confirmation.Supervisor, Protocol):
     """What the stage uses of :class:`evokernel.evaluation.supervisor.Supervisor` (a protocol, so
     this module does not import the one that imports it)."""
 
@@ -47,11 +47,6 @@ class Supervisor(profiling.Supervisor, Protocol):
     stages: list[dict[str, Any]]
     gpu: GpuLock
     paired_reference: dict[str, Any] | None
-    incumbent: WorkerProcess | None
-
-    def check_facts(self, raw: Any, kind: str, where: str) -> None: ...
-
-    def runs_of(self, header: dict[str, Any], where: str) -> list[Any]: ...
 
     def reject(self, rule: str, reason: str) -> StageFailure: ...
 
