@@ -169,6 +169,10 @@ class TimingConfig:
     # While a candidate is timed, the node's compiles (every evaluator's nvcc/g++/ninja) are
     # stopped and continued right after, at most half of any 10 s (evaluation/quiet.py).
     quiet_builds: bool = True
+    # On a GPU, the window's two (three) sides run on one CPU in turn: host-bound calls' speed moves
+    # 1.4-1.9x between CPUs from moment to moment, which pairing cancels only on a shared CPU
+    # (evaluation/cpu_pin.py).
+    same_cpu: bool = True
 
     def for_baseline(self) -> TimingConfig:
         """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call

@@ -14,12 +14,13 @@ What enters: a supervisor whose correctness stage passed (its variant-0 task and
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import confirmation, integrity
+from evokernel.evaluation import confirmation, cpu_pin, integrity
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import timing_feedback
@@ -47,6 +48,7 @@ class Supervisor(confirmation.Supervisor, Protocol):
     stages: list[dict[str, Any]]
     gpu: GpuLock
     paired_reference: dict[str, Any] | None
+    worker: WorkerProcess
 
     def reject(self, rule: str, reason: str) -> StageFailure: ...
 
@@ -147,7 +149,10 @@ def _paired_timing(
         "rotation": list(TIMING_SEEDS),
         "settings": sup.request["timing"],
     }
-    with sup.gpu.hold("time"), torch.no_grad():
+    pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
+    same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
+    pinning = cpu_pin.one_cpu(pins) if same_cpu else contextlib.nullcontext(None)
+    with sup.gpu.hold("time"), torch.no_grad(), pinning as pinned:
         drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
         answer, _ = sup.ask(start, lock=False)
         timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
@@ -178,7 +183,7 @@ def _paired_timing(
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained}
+        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned}
         timer.close()
     return ratios[0], header, blob
 

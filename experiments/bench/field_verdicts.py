@@ -86,6 +86,7 @@ async def evaluate_all(
 
     async def one(task_path: Path, sol: Path) -> dict[str, Any]:
         ev = await pool.evaluate(tasks[task_path], sol.read_text())
+        paired = (ev.details.get("timing") or {}).get("paired", {})
         row = {
             "solution": f"{sol.parent.name}/{sol.name}",
             "task": task_path.stem,
@@ -101,6 +102,7 @@ async def evaluate_all(
                 k: (ev.details.get("timing") or {}).get("paired", {}).get(k)
                 for k in ("pairs", "stopped", "halfwidth", "seconds")
             },
+            "pinned": (paired.get("reference") or {}).get("pinned"),
             "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
             "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
             "timing_s": next(
@@ -155,6 +157,9 @@ def main() -> None:
     parser.add_argument("--only", type=Path, help="a file listing the kernels to run, as folder/task_N.py")
     parser.add_argument("--details", type=Path, help="write every verdict here (JSON)")
     parser.add_argument("--stream", type=Path, help="append each verdict here as it comes (JSON lines)")
+    parser.add_argument(
+        "--timing", nargs="*", default=[], help="evaluation.timing settings as KEY=VALUE (JSON values)"
+    )
     parser.add_argument("--merge", type=Path, nargs="+", help="no run: tables and JSON from --stream files")
     args = parser.parse_args()
     if args.merge:
@@ -163,11 +168,12 @@ def main() -> None:
 
     import torch
 
-    from evokernel.config.schema import EvaluationConfig, RayConfig
+    from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
     from evokernel.db import SolutionLibrary
     from evokernel.pool import EvaluatorPool
     from evokernel.tasks import load_task
 
+    timing = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.timing)}
     pairs = pair_files(args.tasks, args.solutions)
     if args.only:
         wanted = set(args.only.read_text().split())
@@ -189,6 +195,7 @@ def main() -> None:
                 concurrency_per_worker=args.concurrency,
                 compile_baseline=args.compile_baseline,
                 profile=profile,
+                timing=TimingConfig(**timing),
             )
             pool = EvaluatorPool(config, RayConfig(), baselines=library)
             if device == "cuda":

@@ -98,6 +98,8 @@ def test_bundled_seed_is_correct_on_the_gpu(task: Task) -> None:
 def test_gpu_legit_kernel_passes(case: Case) -> None:
     ev = run(load_task(case.task), case.path.read_text(), case.timeout_s)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
+    pinned = ev.details["timing"]["paired"]["reference"]["pinned"]  # both sides on one CPU (cpu_pin.py)
+    assert pinned["threads"] >= 1 and pinned["moved"] == 0 and "error" not in pinned, pinned
 
 
 @pytest.mark.parametrize("case", [c for c in corpus("fault") if c.device == "cuda"], ids=lambda c: c.id)
@@ -133,6 +135,8 @@ def test_cpu_corpus_legit_kernel_passes_on_the_gpu_too(name: str) -> None:
     case = load_case(FIXTURES / "legit" / f"{name}.py")
     ev = run(load_task(case.task), case.path.read_text(), case.timeout_s)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
+    pinned = ev.details["timing"]["paired"]["reference"]["pinned"]  # both sides on one CPU (cpu_pin.py)
+    assert pinned["threads"] >= 1 and pinned["moved"] == 0 and "error" not in pinned, pinned
 
 
 def test_launch_bound_task_is_compared_graph_to_graph_with_clocks_recorded() -> None:

@@ -1,0 +1,84 @@
+"""Is a host-bound eager model's speed a property of the CPU core it runs on? (issue 35)
+
+``eager_per_process.py`` showed level-3 eager references are host-bound on the H100 (ResNet101:
+3.85 ms of GPU work in a CUDA graph, 6-11 ms eager, the same kernels in every process) and that
+one fresh process in five runs 1.6-1.8x slower than the others on an idle machine. This probe
+pins one process's thread to each CPU in turn (two rounds) and takes the median of 20 eager
+calls there, in ``--processes`` fresh processes. Per-core figures that repeat across rounds and
+processes while cores differ: the core (a busy SMT sibling, a slower core) sets the speed, and
+timing both sides of a pair on one core cancels it. A process slow on every core: the process.
+
+    python3 experiments/bench/eager_per_core.py CORPUS/tasks/22_EfficientNetB0.py
+
+Prints the CPU topology, a line per process, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = r"""
+import importlib.util, json, os, statistics, sys, torch
+path = sys.argv[1]
+spec = importlib.util.spec_from_file_location("task", path)
+task = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(task)
+torch.manual_seed(0)
+model = task.Model(*task.get_init_inputs()).cuda().eval()
+inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+cpus = sorted(os.sched_getaffinity(0))
+rounds = []
+with torch.no_grad():
+    for _ in range(2):
+        row = {}
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            for _ in range(5):
+                model(*inputs)
+            torch.cuda.synchronize()
+            ms = []
+            for _ in range(20):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(); model(*inputs); b.record(); torch.cuda.synchronize()
+                ms.append(a.elapsed_time(b))
+            row[cpu] = round(statistics.median(ms), 3)
+        rounds.append(row)
+print(json.dumps({"task": path.rsplit("/", 1)[-1], "rounds": rounds}))
+"""
+
+
+def topology() -> dict[str, str]:
+    cpus = Path("/sys/devices/system/cpu")
+    siblings = {
+        p.parent.parent.name: p.read_text().strip()
+        for p in sorted(cpus.glob("cpu[0-9]*/topology/thread_siblings_list"))
+    }
+    return siblings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("tasks", nargs="+")
+    args = parser.parse_args()
+    siblings = topology()
+    print({"thread_siblings": siblings}, flush=True)
+    results = []
+    for task in args.tasks:
+        for _ in range(args.processes):
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD, task], capture_output=True, text=True, timeout=300
+            )
+            lines = done.stdout.strip().splitlines()
+            row = json.loads(lines[-1]) if lines else {"task": task, "error": done.stderr[-400:]}
+            print(row, flush=True)
+            results.append(row)
+    print(json.dumps({"bench": "eager_per_core", "thread_siblings": siblings, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
