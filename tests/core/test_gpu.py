@@ -73,6 +73,30 @@ def test_cuda_graphs_are_judged_by_what_they_compute(profile: str) -> None:
     assert "seed 1" in ev.reason
 
 
+def test_a_confirmation_times_the_incumbent_in_the_candidates_window_on_the_gpu() -> None:
+    """Issue 35: the second worker is built, warmed and timed on the GPU as the third side of the
+    candidate's window, all three sides on one CPU (cpu_pin.py). The same code on both sides: the
+    ratio is near 1 and inside its own interval."""
+    task = SEEDED[0]
+    assert task.seed_source is not None
+    request = build_request(
+        task,
+        task.seed_source,
+        device="cuda",
+        scale="full",
+        timing=GPU_TIMING,
+        evaluation=EvaluationConfig(compile_baseline="off"),
+    )
+    ev = run_sandboxed({**request, "incumbent_source": task.seed_source}, 300)
+    assert ev.status is Status.CORRECT, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+    record = ev.details["confirmation"]
+    assert "error" not in record, record
+    assert record["low"] <= record["vs_incumbent"] <= record["high"]
+    assert 0.8 < record["vs_incumbent"] < 1.25, record
+    pinned = ev.details["timing"]["paired"]["reference"]["pinned"]
+    assert pinned["threads"] >= 2 and pinned["moved"] == 0 and "error" not in pinned, pinned
+
+
 def check(ev: Evaluation, expect: Expectation) -> None:
     text = f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
     assert (ev.status.value, ev.stage) == (expect.status, expect.stage), text
