@@ -15,6 +15,10 @@ Usage (GPU machine)::
         CORPUS/tasks/8_ResNetBasicBlock.py CORPUS/tasks/9_ResNet18.py
 
 Prints a line per (task, state), then one JSON line.
+
+Result (H200, session 16, ``data/cudnn_first_call_h200.json``): no state changes the time
+systematically; the same state in two fresh processes does (ResNet101 7.1 then 12.3 ms). The
+cause is the host's speed, not cuDNN: ``eager_per_process.py`` and ``eager_per_core.py``.
 """
 
 from __future__ import annotations
