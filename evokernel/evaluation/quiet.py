@@ -44,6 +44,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -311,13 +312,27 @@ class QuietLink:
             self.conn = None
 
 
+def node_registry() -> Path:
+    """The node's registry (one per user and temporary directory): the evaluator actors and build
+    processes whose compilers a window stops, and ``sessions/``, the evaluations it stops."""
+    return Path(tempfile.gettempdir()) / f"evokernel-quiet-{os.getuid()}"
+
+
+def register_builder(registry: Path | None = None) -> None:
+    """Register the calling process: compilers below it are stopped by the node's windows like an
+    evaluator actor's. Pooled builds (pool/build_task.py) do, since on a GPU node they share the
+    host with the timings; on a CPU-only node no keeper reads the file."""
+    registry = node_registry() if registry is None else registry
+    registry.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (registry / str(os.getpid())).touch()
+
+
 def start_keeper(
     directory: Path, registry: Path, max_hold_s: float = MAX_HOLD_S
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """Start a keeper for the calling actor (registered in ``registry``); returns (process, socket
     path). Its stdin is the lifeline: it ends, and continues every build, when this process dies."""
-    registry.mkdir(parents=True, exist_ok=True, mode=0o700)
-    (registry / str(os.getpid())).touch()
+    register_builder(registry)
     sock_path = directory / "quiet.sock"
     argv = ["-P", "-m", "evokernel.evaluation.quiet", str(sock_path), str(registry), str(max_hold_s)]
     proc = subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE, start_new_session=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import ray
 
-from evokernel.evaluation import confined_build, privileges
+from evokernel.evaluation import confined_build, privileges, quiet
 from evokernel.evaluation.build_client import BuildJob, BuildReply
 from evokernel.evaluation.object_files import open_object
 
@@ -66,6 +66,7 @@ def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
     if toolchain_key() != job.root_key:
         why = f"node {node[:8]} has another toolchain ({toolchain_key()}, the job's is {job.root_key})"
         return BuildReply("unavailable", why, node, details={"toolchain": True}), b""
+    quiet.register_builder()  # on a GPU node, stopped in timing windows like a local build
     root = node_root()
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=root / "staging"))
     try:

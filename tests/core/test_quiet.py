@@ -41,6 +41,18 @@ TIMING = textwrap.dedent(
         time.sleep(600)
     """
 )
+# A pooled build on this node (pool/build_task.py): registers itself, then runs a compiler.
+BUILDER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from pathlib import Path
+    from evokernel.evaluation.quiet import register_builder
+    register_builder(Path(sys.argv[1]))
+    build = subprocess.Popen([sys.argv[2], "600"])
+    print(build.pid, flush=True)
+    time.sleep(600)
+    """
+)
 # Another evaluation of the node: registered, then busy (its child is a plain process, no compiler).
 EVALUATION = textwrap.dedent(
     """
@@ -76,7 +88,8 @@ class Node:
         root = tmp / "actor"
         root.mkdir()
         self.procs: list[subprocess.Popen[str]] = []
-        self.actor = self.start(ACTOR, str(root), str(tmp / "registry"), str(self.compiler), str(hold_s))
+        self.registry = tmp / "registry"
+        self.actor = self.start(ACTOR, str(root), str(self.registry), str(self.compiler), str(hold_s))
         assert self.actor.stdout is not None
         sock, build, keeper = self.actor.stdout.readline().split()
         self.sock, self.build, self.keeper = sock, int(build), int(keeper)
@@ -166,3 +179,17 @@ def test_a_window_stops_the_other_evaluations_and_nothing_else(node: Node) -> No
         bystander.kill()
         bystander.wait()
         os.kill(int(child), signal.SIGKILL)
+
+
+def test_a_pooled_builds_compiler_on_the_node_is_stopped_too(node: Node) -> None:
+    builder = node.start(BUILDER, str(node.registry), str(node.compiler))
+    assert builder.stdout is not None
+    build = int(builder.stdout.readline())
+    try:
+        timing, record = node.timing()
+        assert "'paused': 2" in record  # the actor's build and the pooled one
+        assert wait_for(build, {"T"}) == "T" and wait_for(node.build, {"T"}) == "T"
+        timing.kill()
+        assert wait_for(build, {"S", "R"}) in {"S", "R"}
+    finally:
+        os.kill(build, signal.SIGKILL)
