@@ -43,6 +43,15 @@ class EvaluationError(EvoKernelError):
     """The evaluation machinery itself failed (not the candidate: that is an Evaluation status)."""
 
 
+class RequestError(EvaluationError):
+    """An evaluation request's JSON does not decode (evaluation/request.py): an unknown or missing
+    key, or a value of the wrong type. ``key`` names it."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
 class BudgetExhausted(EvoKernelError):
     """Raised internally when no budget is left to start more work."""
 

@@ -22,14 +22,17 @@ import contextlib
 import functools
 from importlib import metadata
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from evokernel.evaluation.clocks import clock_state
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import build_reference, load_source, make_inputs
-from evokernel.evaluation.timing import TIMING_METHOD, TimingSettings, time_callable
+from evokernel.evaluation.timing import TIMING_METHOD, time_callable
+
+if TYPE_CHECKING:
+    from evokernel.evaluation.request import EvaluationRequest
 
 TIMED = ("eager", "compile")
 # What the library caches per (task, device, versions): the timed kinds and their graph figures.
@@ -62,20 +65,20 @@ def compile_enabled(setting: str, device: str) -> bool:
     return setting == "on" or (setting == "auto" and device == "cuda")
 
 
-def measure_baselines(task: ModuleType, device: torch.device, request: dict[str, Any]) -> dict[str, Any]:
+def measure_baselines(task: ModuleType, device: torch.device, request: EvaluationRequest) -> dict[str, Any]:
     """``{"eager": timing, "compile": timing | None, "eager_graph": ..., "baseline_key": ..., ...}``
     on the timing variant's seed-0 inputs; timings are dicts of
     :class:`~evokernel.evaluation.timing.TimingResult`, ``*_graph`` the cache entries of graph figures."""
     # NVML through ctypes (microseconds a query), not nvidia-smi (a subprocess) once per candidate.
     out: dict[str, Any] = {"baseline_key": key_for(device), "gpu_clocks": clock_state(device)}
-    settings = TimingSettings(**request["timing"])
+    settings = request.timing
     if device.type == "cuda":  # on a CPU the interpreter's figures say nothing about drift on GPUs
         settings = settings.for_baseline()
     reference, inputs = None, None
     with torch.no_grad():
         for kind in TIMED:
             out[f"{kind}_graph"] = None
-            if kind == "compile" and not compile_enabled(request["compile_baseline"], device.type):
+            if kind == "compile" and not compile_enabled(request.compile_baseline, device.type):
                 out[kind] = None
                 continue
             cached = _cached(request, kind, out["baseline_key"])
@@ -111,11 +114,11 @@ def key_for(device: torch.device) -> dict[str, str]:
 
 
 def _cached(
-    request: dict[str, Any], kind: str, key: dict[str, str]
+    request: EvaluationRequest, kind: str, key: dict[str, str]
 ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
     """(timing, graph entry) of ``kind`` from the request's cached baselines when they were taken
     on this device and software, else None."""
-    cached = request.get("baselines") or {}
+    cached = request.baselines or {}
     if cached.get("key") != key or not cached.get(kind):
         return None
     timing = {**cached[kind], "cached": True}
@@ -126,23 +129,23 @@ def _cached(
     return timing, {**graph, "cached": True}
 
 
-def all_cached(request: dict[str, Any], device: torch.device) -> bool:
+def all_cached(request: EvaluationRequest, device: torch.device) -> bool:
     """Every baseline the request needs is cached for this device and software: nothing to time."""
     key = key_for(device)
     return all(
         _cached(request, kind, key) is not None
         for kind in TIMED
-        if kind != "compile" or compile_enabled(request["compile_baseline"], device.type)
+        if kind != "compile" or compile_enabled(request.compile_baseline, device.type)
     )
 
 
 def measure_reference_baselines(
-    device: torch.device, request: dict[str, Any], gpu: GpuLock
+    device: torch.device, request: EvaluationRequest, gpu: GpuLock
 ) -> dict[str, Any]:
     """:func:`measure_baselines` of the request's task, loaded from its source in memory (at the
     timing variant's sizes), holding the GPU exclusively: the pool's baselines job and a candidate's
     timing stage measure the same way."""
-    task = load_source(request["task"]["source"], "evokernel_reference_timing", request["overrides"][0])
+    task = load_source(request.task.source, "evokernel_reference_timing", request.overrides[0])
     # All cached, the common case in a run: no GPU work, so no lock.
     hold = contextlib.nullcontext() if all_cached(request, device) else gpu.hold("baselines")
     with hold:

@@ -42,7 +42,7 @@ def prepare(sup: Supervisor, cuda: bool) -> None:
     with lost("while it was built"):
         header, _ = sup.ask({"op": "build"}, worker=worker)
         sup.check_facts(header.get("facts"), "import", "the incumbent's import")
-        sup.ask({"op": "variant", "index": 0, "overrides": sup.request["overrides"][0]}, worker=worker)
+        sup.ask({"op": "variant", "index": 0, "overrides": sup.request.overrides[0]}, worker=worker)
         if cuda:
             header, _ = sup.ask({"op": "warm"}, worker=worker)
             for facts in sup.runs_of(header, "the incumbent's warm-up"):

@@ -54,10 +54,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evokernel.evaluation.quiet import QuietLink
 from evokernel.exceptions import EvaluationError
+
+if TYPE_CHECKING:
+    from evokernel.evaluation.request import EvaluationRequest
 
 # Which lock a supervisor command needs: GPU work that may overlap (shared) or a timing (exclusive).
 SHARED_OPS = frozenset({"variant", "trial", "reference", "profile"})
@@ -92,11 +95,11 @@ class GpuLock:
         self._guard = threading.Lock()
 
     @classmethod
-    def from_request(cls, request: dict[str, Any]) -> GpuLock:
-        spec = request.get("gpu_lock")
-        if not spec:
+    def from_request(cls, request: EvaluationRequest) -> GpuLock:
+        spec = request.gpu_lock
+        if spec is None:
             return cls(None)
-        return cls(Path(spec["dir"]), float(spec["max_wait_s"]), spec.get("quiet"))
+        return cls(Path(spec.dir), spec.max_wait_s, spec.quiet)
 
     def _files(self) -> tuple[int, int]:
         if self._fds is None:

@@ -50,6 +50,7 @@ from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
 from evokernel.evaluation.loading import build_reference, load_source, make_inputs
 from evokernel.evaluation.profiling import stage as profiling
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.supervisor import StageFailure, Supervisor
 from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
@@ -57,23 +58,21 @@ from evokernel.types import Evaluation, Status
 
 def main(argv: list[str]) -> int:
     request_path, key_fd, result_fd = Path(argv[1]), int(argv[2]), int(argv[3])
-    request = json.loads(request_path.read_text())
+    # Decoded once, here, where the JSON crosses into the sandbox: every stage below, and the
+    # worker forked from this process (which gets the object, not JSON), reads typed attributes.
+    request = EvaluationRequest.from_json(json.loads(request_path.read_text()))
     # The candidate's directory (workspace.py); the request lies outside it, and the task is loaded
     # from the request held in memory, never from a file the worker could rewrite.
-    workdir = Path(request["workdir"])
-    if request.get("mode") == "baselines":
+    workdir = request.candidate_directory()
+    if request.mode == "baselines":
         return _baselines_only(request, key_fd, result_fd)
-    (workdir / "candidate.py").write_text(request["candidate_source"])
+    (workdir / "candidate.py").write_text(request.candidate_source)
     # Before the fork, so the worker and everything it starts share this /dev/shm (privileges.py).
-    shm = (
-        privileges.private_shm()
-        if request.get("isolation", "required") != "off"
-        else "shared (isolation off)"
-    )
+    shm = privileges.private_shm() if request.isolation != "off" else "shared (isolation off)"
     hidden = guards.hide_from_children()
     # A confirmation (run/confirm.py) times the incumbent beside the candidate: a second worker,
     # in a directory of its own beside the candidate's (Landlock keeps each worker to its own).
-    incumbent = request.get("incumbent_source")
+    incumbent = request.incumbent_source
     links = [socket.socketpair() for _ in range(2 if incumbent else 1)]
     pids = []
     for n, (parent_sock, child_sock) in enumerate(links):
@@ -83,7 +82,7 @@ def main(argv: list[str]) -> int:
         if pid == 0:
             parent_sock.close()
             worker.serve(
-                child_sock, [key_fd, result_fd, *others], {**request, "workdir": str(directory)}, directory
+                child_sock, [key_fd, result_fd, *others], replace(request, workdir=str(directory)), directory
             )
         pids.append(pid)
     for _, child_sock in links:
@@ -91,7 +90,9 @@ def main(argv: list[str]) -> int:
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
-    start_s = time.monotonic() - float(request.get("launched_at", time.monotonic()))
+    start_s = time.monotonic() - (
+        request.launched_at if request.launched_at is not None else time.monotonic()
+    )
     supervisor = Supervisor(request, links[0][0], pids[0], start)
     if incumbent:
         supervisor.incumbent = WorkerProcess(links[1][0], pids[1])
@@ -142,14 +143,14 @@ def _incumbent_directory(workdir: Path, source: str) -> Path:
     return directory
 
 
-def _baselines_only(request: dict[str, Any], key_fd: int, result_fd: int) -> int:
+def _baselines_only(request: EvaluationRequest, key_fd: int, result_fd: int) -> int:
     """Measure the task's eager and compile baselines (trusted code only: no worker is forked)."""
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
     gpu = GpuLock.from_request(request)
     try:
-        device = torch.device(request["device"])
+        device = torch.device(request.device)
         baselines = measure_reference_baselines(device, request, gpu)
         details: dict[str, Any] = {"timing": baselines}
         if profiling.wanted(request):
@@ -167,23 +168,25 @@ def _baselines_only(request: dict[str, Any], key_fd: int, result_fd: int) -> int
 
 
 def _reference_profile(
-    device: torch.device, request: dict[str, Any], gpu: GpuLock, baselines: dict[str, Any]
+    device: torch.device, request: EvaluationRequest, gpu: GpuLock, baselines: dict[str, Any]
 ) -> dict[str, Any]:
     """The reference's profile at the timing variant's sizes (the figures beside its baselines)."""
 
     def model_inputs() -> tuple[Any, list[Any]]:
-        task = load_source(request["task"]["source"], "evokernel_reference_profiled", request["overrides"][0])
+        task = load_source(request.task.source, "evokernel_reference_profiled", request.overrides[0])
         return build_reference(task, device), make_inputs(task, 0, device)
 
     eager = (baselines.get("eager") or {}).get("median_ms")
     try:
         return profiling.profile_reference(request, device, gpu, model_inputs, eager)
     except (RuntimeError, ValueError, OSError) as exc:  # advice only: the baselines stand
-        return {"level": request.get("profiling"), "status": f"failed: {type(exc).__name__}: {exc}"[:400]}
+        return {"level": request.profiling, "status": f"failed: {type(exc).__name__}: {exc}"[:400]}
 
 
-def _send(evaluation: Evaluation, request: dict[str, Any], start: float, key: bytes, result_fd: int) -> int:
-    device = torch.device(request["device"])
+def _send(
+    evaluation: Evaluation, request: EvaluationRequest, start: float, key: bytes, result_fd: int
+) -> int:
+    device = torch.device(request.device)
     label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
     evaluation = replace(
         evaluation,

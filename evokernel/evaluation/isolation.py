@@ -37,10 +37,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evokernel.evaluation import landlock, privileges, seccomp
 from evokernel.exceptions import EvaluationError
+
+if TYPE_CHECKING:
+    from evokernel.evaluation.request import EvaluationRequest
 
 MODES = ("required", "best-effort")
 # Read and execute: what a Python + torch + triton + compiler process needs of the system.
@@ -144,10 +147,10 @@ def doctor_report() -> tuple[str, bool]:
     ), not missing
 
 
-def request_reads(request: dict[str, Any]) -> list[str]:
+def request_reads(request: EvaluationRequest) -> list[str]:
     """The node's shared read-only paths a candidate of ``request`` gets beyond the machine's: the
     precompiled header and the object cache (both written only by trusted processes)."""
-    return [str(request[key]) for key in ("torch_pch", "object_cache") if request.get(key)]
+    return [path for path in (request.torch_pch, request.object_cache) if path]
 
 
 def allowed_paths(

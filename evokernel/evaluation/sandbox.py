@@ -35,6 +35,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from evokernel.evaluation.launcher import (
     popen_launcher,
     sandbox_env,
 )
-from evokernel.evaluation.profiles import DEFAULT_PROFILE
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.static import check_source
 from evokernel.evaluation.workspace import Workspace, read_tail
 from evokernel.types import Evaluation, Status
@@ -75,15 +76,15 @@ SUPERVISOR_GRACE_S = 90.0
 MAX_RESULT_BYTES = 16 << 20
 
 
-def hard_limit_s(request: dict[str, Any], timeout_s: float) -> float:
+def hard_limit_s(request: EvaluationRequest, timeout_s: float) -> float:
     """When the whole group is killed from outside: the timeout, the supervisor's grace, and the
     most the supervisor may wait for its GPU lock (those waits extend its own deadline)."""
-    lock = request.get("gpu_lock") or {}
-    return timeout_s + SUPERVISOR_GRACE_S + float(lock.get("max_wait_s", 0.0))
+    waits = request.gpu_lock.max_wait_s if request.gpu_lock is not None else 0.0
+    return timeout_s + SUPERVISOR_GRACE_S + waits
 
 
 def run_sandboxed(
-    request: dict[str, Any],
+    request: EvaluationRequest | Mapping[str, Any],
     timeout_s: float,
     *,
     launcher: Launcher | None = None,
@@ -91,19 +92,25 @@ def run_sandboxed(
     scratch: Path | None = None,
 ) -> Evaluation:
     """Evaluate ``request`` (see request.py) in a fresh process group; never raises for candidate
-    faults. ``launcher`` starts the supervisor (default: a new interpreter, :func:`popen_launcher`);
-    a launcher's own failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates.
+    faults. ``timeout_s`` wins over the request's own. A dict (what :func:`build_request` gives
+    ``verify`` and tests) is decoded here first, so a malformed one is the caller's
+    :class:`~evokernel.exceptions.RequestError`, raised before any process starts. ``launcher``
+    starts the supervisor (default: a new interpreter, :func:`popen_launcher`); a launcher's own
+    failure (e.g. :class:`~evokernel.evaluation.forkserver.RunnerLost`) propagates.
     ``scratch``: where the candidate's working directory goes (an actor's root, so a killed actor's
     candidates are swept with it; default: the system's temp directory)."""
     # Whoever starts candidates (an actor, `evokernel verify`) closes its own /proc files to them.
     privileges.make_nondumpable()
+    if not isinstance(request, EvaluationRequest):
+        request = EvaluationRequest.from_json({**request, "timeout_s": timeout_s})
+    request = dataclasses.replace(request, timeout_s=timeout_s)
     evaluation = _run_sandboxed(request, timeout_s, launcher, build_jobs, scratch)
     # Every verdict says which contract reached it (evaluation/profiles.py), crashes included.
-    return dataclasses.replace(evaluation, profile=str(request.get("profile", DEFAULT_PROFILE)))
+    return dataclasses.replace(evaluation, profile=request.profile)
 
 
 def _run_sandboxed(
-    request: dict[str, Any],
+    request: EvaluationRequest,
     timeout_s: float,
     launcher: Launcher | None,
     build_jobs: int | None,
@@ -114,15 +121,13 @@ def _run_sandboxed(
     if rejected is not None:
         return rejected
     static_s = time.perf_counter() - start
-    request = {**request, "timeout_s": timeout_s}
     limit_s = hard_limit_s(request, timeout_s)
     with tempfile.TemporaryDirectory(prefix="evk-cand-", dir=scratch) as tmp:
         space = Workspace.create(Path(tmp))
         # launched_at (CLOCK_MONOTONIC, shared by every process of the machine): the supervisor
         # reports how long it took to start (details["start_s"]).
-        space.request_path.write_text(
-            json.dumps({**request, "workdir": str(space.work), "launched_at": time.monotonic()})
-        )
+        placed = dataclasses.replace(request, workdir=str(space.work), launched_at=time.monotonic())
+        space.request_path.write_text(json.dumps(placed.to_json()))
         space.request_path.chmod(0o400)
         key = secrets.token_bytes(32)
         key_read, key_write = os.pipe()
@@ -132,7 +137,7 @@ def _run_sandboxed(
         output_fd = os.open(
             space.output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
         )
-        env = sandbox_env(request["device"], space.supervisor, build_jobs)
+        env = sandbox_env(request.device, space.supervisor, build_jobs)
         try:
             try:
                 proc = (launcher or popen_launcher)(
@@ -200,12 +205,12 @@ def classify(
     )
 
 
-def static_stage(request: dict[str, Any], start: float) -> Evaluation | None:
+def static_stage(request: EvaluationRequest, start: float) -> Evaluation | None:
     """Stage 1: None when the candidate passes (or the request turns the rules off for a test of
     the run-time layers), else its ``rejected`` (or, for a syntax error, ``compile_error``)."""
-    if not request.get("static_checks", True):
+    if not request.static_checks:
         return None
-    violations = check_source(request["candidate_source"])
+    violations = check_source(request.candidate_source)
     seconds = time.perf_counter() - start
     if not violations:
         return None

@@ -32,6 +32,7 @@ from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_source, make_inputs
 from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.verdict import StageFailure
 from evokernel.evaluation.worker_process import WorkerProcess
 from evokernel.types import Evaluation, Status
@@ -40,20 +41,22 @@ __all__ = ["StageFailure", "Supervisor"]
 
 
 class Supervisor:
-    def __init__(self, request: dict[str, Any], sock: socket.socket, worker_pid: int, start: float) -> None:
+    def __init__(
+        self, request: EvaluationRequest, sock: socket.socket, worker_pid: int, start: float
+    ) -> None:
         self.request, self.sock = request, sock
         self.worker = WorkerProcess(sock, worker_pid)
         # A confirmation's second worker, running the incumbent (harness.py; timing_stage.py).
         self.incumbent: WorkerProcess | None = None
         # GPU lock waits (gpulock.py) are the pool's doing: they extend the deadline, not use it up.
         self.gpu = GpuLock.from_request(request)
-        self.base_deadline = start + float(request["timeout_s"])
-        self.device = torch.device(request["device"])
+        self.base_deadline = start + request.timeout_s
+        self.device = torch.device(request.device)
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-        self.workdir = Path(request["workdir"]) if "workdir" in request else Path.cwd()
-        self.tolerance = {k: tuple(v) for k, v in request["task"]["tolerance"].items()}
+        self.workdir = Path(request.workdir) if request.workdir is not None else Path.cwd()
+        self.tolerance = request.task.tolerance
         self.stages: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         # How the candidate got the reference's weights, per variant (loading.copy_reference_weights).
@@ -63,16 +66,16 @@ class Supervisor:
         self.objects: ObjectCache | None = None
         # Only a root that exists now existed when the worker confined itself (it was forked
         # first): one made later would be unreadable to it (Landlock rules name existing paths).
-        if request.get("object_cache") and Path(request["object_cache"]).is_dir():
+        if request.object_cache and Path(request.object_cache).is_dir():
             # The build reads the precompiled header, never the other objects.
-            reads = [str(request["torch_pch"])] if request.get("torch_pch") else []
+            reads = [request.torch_pch] if request.torch_pch else []
             self.objects = ObjectCache(
-                Path(request["object_cache"]),
-                str(request.get("isolation", "required")),
+                Path(request.object_cache),
+                request.isolation,
                 reads,
                 dict(os.environ),
                 # evaluation.builds=pool: misses go to the Ray build pool through the actor.
-                pool=request.get("build_pool"),
+                pool=request.build_pool,
             )
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []
@@ -144,8 +147,8 @@ class Supervisor:
             raise StageFailure(
                 Status.TIMEOUT,
                 self.stage,
-                f"killed after the {self.request['timeout_s']:.0f} s timeout during {what}",
-                f"the evaluation did not finish within {self.request['timeout_s']:.0f} s ({self.stage})",
+                f"killed after the {self.request.timeout_s:.0f} s timeout during {what}",
+                f"the evaluation did not finish within {self.request.timeout_s:.0f} s ({self.stage})",
             ) from exc
         except (channel.ChannelError, OSError) as exc:
             raise StageFailure(Status.CRASHED, self.stage, worker.death_reason(exc, self.stage)) from exc
@@ -228,9 +231,7 @@ class Supervisor:
             facts = rules.CallFacts.decode(raw)
         except rules.ProtocolViolation as exc:
             raise self.reject("protocol", f"{where}: {exc}") from exc
-        broken = rules.broken_rule(
-            facts, kind, where, bool(self.request["allow_torch"]), self._fallback_note()
-        )
+        broken = rules.broken_rule(facts, kind, where, self.request.allow_torch, self._fallback_note())
         if broken:
             raise self.reject(*broken)
 
@@ -254,12 +255,12 @@ class Supervisor:
         self.passed("; ".join(x for x in (note, cached, f"evaluated class {self.entry_class}") if x))
 
         self.enter("correctness")
-        worst, nondeterministic = 0.0, bool(self.request["task"]["nondeterministic"])
-        variants = [(i, o, False) for i, o in enumerate(self.request["overrides"])]
-        if self.request.get("unseen") is not None:
-            variants.append((len(variants), self.request["unseen"], True))
+        worst, nondeterministic = 0.0, self.request.task.nondeterministic
+        variants = [(i, o, False) for i, o in enumerate(self.request.overrides)]
+        if self.request.unseen is not None:
+            variants.append((len(variants), self.request.unseen, True))
         for index, overrides, unseen in variants:
-            task = load_source(self.request["task"]["source"], f"evokernel_reference_{index}", overrides)
+            task = load_source(self.request.task.source, f"evokernel_reference_{index}", overrides)
             try:
                 with self.gpu.hold("reference"):
                     reference = build_reference(task, self.device)
@@ -288,7 +289,7 @@ class Supervisor:
                     self.check_facts(facts, "warm", f"{label}, warm-up call")
             # Declared variants get every seed; the unseen one a single seed, which is enough to
             # expose a kernel built for the shown shapes and keeps CPU evaluations short.
-            for seed in range(1 if unseen else int(self.request["seeds"])):
+            for seed in range(1 if unseen else self.request.seeds):
                 worst = max(worst, self._trial(task, reference, index, seed, label, nondeterministic))
         self.passed(f"{len(self.checks)} trials, max abs error {worst:.3g}")
         self.enter("integrity")
@@ -346,7 +347,7 @@ class Supervisor:
         repeat = 2 if seed == 0 and index == 0 else 1
         # ATen compute ops of both sides, for the pytorch-recompute rule, on the default sizes' last
         # seed: the seeds before it speak first (a wrong or non-tensor output is reported as such).
-        record = index == 0 and seed == int(self.request["seeds"]) - 1
+        record = index == 0 and seed == self.request.seeds - 1
         reference_ops = integrity.ComputeOps()
         recording = reference_ops if record else contextlib.nullcontext()
         expected: list[Any] = []
@@ -391,7 +392,7 @@ class Supervisor:
             )
         if not nondet and not header["deterministic"]:
             self._check_repeat(header, expected, where)
-        if record and not self.request["allow_torch"]:
+        if record and not self.request.allow_torch:
             candidate_ops = header["runs"][0].get("aten_ops")
             if not isinstance(candidate_ops, dict):
                 raise self.reject("protocol", "the worker did not report the call's ATen ops")

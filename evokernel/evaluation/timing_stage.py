@@ -15,6 +15,7 @@ What enters: a supervisor whose correctness stage passed (its variant-0 task and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -69,8 +70,8 @@ TIMING_CHECK_SEED = 7_000_003
 
 def run(sup: Supervisor, worst: float) -> Evaluation:
     sup.enter("timing")
-    if len(sup.request["overrides"]) > 1 or sup.request.get("unseen") is not None:
-        sup.ask({"op": "variant", "index": 0, "overrides": sup.request["overrides"][0]})
+    if len(sup.request.overrides) > 1 or sup.request.unseen is not None:
+        sup.ask({"op": "variant", "index": 0, "overrides": sup.request.overrides[0]})
     confirming: dict[str, Any] = {}
     if sup.incumbent is not None:
         try:
@@ -78,7 +79,7 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
         except confirmation.IncumbentLost as exc:
             confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-    paired, header, blob = _paired_timing(sup, TimingSettings(**sup.request["timing"]), confirming)
+    paired, header, blob = _paired_timing(sup, sup.request.timing, confirming)
     sup.check_facts(header.get("facts"), "timing", "timing")
     sup.check_facts(header.get("check"), "check", "timing, the call after the timed ones")
     _check_timed_result(sup, header, blob)
@@ -147,7 +148,7 @@ def _paired_timing(
         "op": "time",
         "phase": "settle",
         "rotation": list(TIMING_SEEDS),
-        "settings": sup.request["timing"],
+        "settings": dataclasses.asdict(settings),  # the worker's copy (worker_timing.py)
     }
     pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only

@@ -42,6 +42,7 @@ from evokernel.evaluation.loading import (
 )
 from evokernel.evaluation.observe import Observation
 from evokernel.evaluation.profiling import timeline
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.worker_timing import CandidateTiming, TimingFailure, copy_values
 from evokernel.evaluation.workspace import enter_candidate_directory
 
@@ -60,7 +61,7 @@ class CandidateFailure(Exception):
         self.status, self.reason, self.feedback = status, reason, feedback or reason
 
 
-def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], workdir: Path) -> None:
+def serve(sock: socket.socket, close_fds: list[int], request: EvaluationRequest, workdir: Path) -> None:
     """Run the worker until ``exit``; never returns normally (``os._exit``) so that no supervisor
     state (atexit handlers, Ray, buffered files) runs a second time in the child."""
     code = 0
@@ -71,29 +72,25 @@ def serve(sock: socket.socket, close_fds: list[int], request: dict[str, Any], wo
         # From here on the candidate's directory: its cwd, HOME, TMPDIR and caches (workspace.py);
         # the supervisor's own stay where it keeps them.
         enter_candidate_directory(workdir)
-        if request["device"] == "cuda" and request.get("isolation", "required") != "off":
+        if request.device == "cuda" and request.isolation != "off":
             # The driver's start-up (device files, the persistence daemon's socket, /proc and
             # /sys reads) before confinement: under it cudaGetDeviceCount failed with error 304 on
             # the H200 machine. Harness code only; no candidate code has run yet.
             torch.empty(1, device="cuda")
-            if request.get("profiling", "none") != "none":
+            if request.profiling != "none":
                 # CUPTI's 4-6 s start before confinement: started after it, in a worker forked by
                 # the pool's fork-server, it stalled every profiled candidate on the H200 machine.
                 timeline.prepare("cuda")
-        confined = isolation.confine(
-            request.get("isolation", "required"), workdir, isolation.request_reads(request)
-        )
-        guards.apply_limits(
-            guards.default_limits(request["device"], request["timeout_s"], request["host_memory_mb"])
-        )
+        confined = isolation.confine(request.isolation, workdir, isolation.request_reads(request))
+        guards.apply_limits(guards.default_limits(request.device, request.timeout_s, request.host_memory_mb))
         guards.refuse_network()
-        if request.get("object_cache") and confined.get("mode") != "off":
+        if request.object_cache and confined.get("mode") != "off":
             remote_builds.install(functools.partial(_ask_supervisor, sock), workdir)
         integrity.install_launch_hooks()
         # Outside the confinement a build directory needs no move (isolation off: tests, benchmarks).
         inline_builds.install(
-            request.get("torch_pch"),
-            light=request.get("light_cuda_headers", True),
+            request.torch_pch,
+            light=request.light_cuda_headers,
             workdir=workdir if confined.get("mode") != "off" else None,
         )
         _Worker(sock, request, workdir, confined).loop()
@@ -116,11 +113,11 @@ def _ask_supervisor(sock: socket.socket, call: dict[str, Any]) -> dict[str, Any]
 
 class _Worker:
     def __init__(
-        self, sock: socket.socket, request: dict[str, Any], workdir: Path, confined: dict[str, Any]
+        self, sock: socket.socket, request: EvaluationRequest, workdir: Path, confined: dict[str, Any]
     ) -> None:
         self.sock, self.workdir, self.confined = sock, workdir, confined
-        self.request_source = str(request["task"]["source"])
-        self.device = torch.device(request["device"])
+        self.request_source = request.task.source
+        self.device = torch.device(request.device)
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False

@@ -29,7 +29,7 @@ from evokernel.evaluation.object_cache import default_root as object_cache_root
 from evokernel.evaluation.object_cache import prune
 from evokernel.evaluation.pch import HeaderCache
 from evokernel.evaluation.quiet import start_keeper, stop_keeper
-from evokernel.evaluation.request import EvaluationRequest
+from evokernel.evaluation.request import EvaluationRequest, GpuLockSpec
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
 from evokernel.pool.build_service import BuildService
@@ -153,16 +153,15 @@ class EvaluatorActor:
         """One evaluation; a fork-server that dies before the verdict is replaced and the
         evaluation retried once on the new one, then ``crashed``."""
         # Waits for the GPU are bounded by the timeout itself (see gpulock.py).
-        lock = {"dir": str(self.lock_dir), "max_wait_s": float(request.timeout_s)}
-        if request.timing.get("quiet_builds", True):
-            lock["quiet"] = self._quiet_keeper()
+        quiet = self._quiet_keeper() if request.timing.quiet_builds else None
+        lock = GpuLockSpec(str(self.lock_dir), float(request.timeout_s), quiet)
         headers = self.headers.root() if self.headers is not None else None
         timeout_s = request.timeout_s
         objects = str(self.objects) if self.objects is not None else None
         builds = str(self.builds.path) if self.builds is not None else None
         sandboxed = replace(
             request, gpu_lock=lock, torch_pch=headers, object_cache=objects, build_pool=builds
-        ).to_json()
+        )
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()

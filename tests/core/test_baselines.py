@@ -13,7 +13,7 @@ import torch
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.baselines import key_for, measure_reference_baselines
 from evokernel.evaluation.gpulock import GpuLock, LockWaitExceeded
-from evokernel.evaluation.request import build_request
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.types import Task
 
 FAST_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=20, max_ms=50)
@@ -27,9 +27,9 @@ def held_gate(directory: Path) -> int:
     return fd
 
 
-def request_with(task: Task, baselines: dict[str, Any]) -> dict[str, Any]:
+def request_with(task: Task, baselines: dict[str, Any]) -> EvaluationRequest:
     assert task.seed_source is not None
-    return build_request(
+    return EvaluationRequest.build(
         task, task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=baselines
     )
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,12 +32,13 @@ if TYPE_CHECKING:
     import torch
 
     from evokernel.evaluation.gpulock import GpuLock
+    from evokernel.evaluation.request import EvaluationRequest
 
 
 class Supervisor(Protocol):
     """What the stage uses of :class:`evokernel.evaluation.supervisor.Supervisor`."""
 
-    request: dict[str, Any]
+    request: EvaluationRequest
     device: torch.device
     gpu: GpuLock
 
@@ -74,14 +76,14 @@ STEP_TIMEOUT_S = 30.0
 REFERENCE_TIMEOUT_S = 90.0
 
 
-def level_of(request: dict[str, Any]) -> str:
-    level = str(request.get("profiling", "none"))
+def level_of(request: EvaluationRequest) -> str:
+    level = request.profiling
     if level not in LEVELS:
         raise ValueError(f"evaluation.profiling must be one of {', '.join(LEVELS)}, not {level!r}")
     return level
 
 
-def wanted(request: dict[str, Any]) -> bool:
+def wanted(request: EvaluationRequest) -> bool:
     return level_of(request) != "none"
 
 
@@ -116,34 +118,35 @@ def finish(
 
 
 def _counters(
-    request: dict[str, Any], timeline: dict[str, Any], mode: str, gpu: GpuLock, budget_s: float
+    request: EvaluationRequest, timeline: dict[str, Any], mode: str, gpu: GpuLock, budget_s: float
 ) -> dict[str, Any]:
     path = ncu.find_ncu()
     if path is None:
         return {"status": "unavailable: Nsight Compute (ncu) not found", "kernels": []}
-    workdir = Path(request.get("workdir") or Path.cwd())
+    workdir = Path(request.workdir or Path.cwd())
     # The candidate's source again from the request, not whatever the worker left in its
     # directory; the target loads the task from the request itself (workspace.py).
     if mode == "candidate":
-        (workdir / "candidate.py").write_text(request["candidate_source"])
+        (workdir / "candidate.py").write_text(request.candidate_source)
     with tempfile.TemporaryDirectory(prefix="evk-prof-") as tmp:
         # Nsight Compute's interprocess lock lives in TMPDIR, which ncu and its (confined) target
         # must share: a directory made here for the two of them, outside the candidate's.
         lock_dir = Path(tmp) / "ncu"
         lock_dir.mkdir(mode=0o700)
         request_path = Path(tmp) / "request.json"
-        request_path.write_text(json.dumps({**request, "workdir": str(workdir), "ncu_tmp": str(lock_dir)}))
+        placed = replace(request, workdir=str(workdir), ncu_tmp=str(lock_dir))
+        request_path.write_text(json.dumps(placed.to_json()))
         with gpu.hold("counters"):
             return ncu.run_counters(
                 path, timeline, workdir, request_path, mode, min(COUNTERS_TIMEOUT_S, budget_s), lock_dir
             )
 
 
-def _reference_timeline(request: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    workdir = Path(request.get("workdir") or Path.cwd())
+def _reference_timeline(request: EvaluationRequest) -> tuple[dict[str, Any] | None, str]:
+    workdir = Path(request.workdir or Path.cwd())
     with tempfile.TemporaryDirectory(prefix="evk-prof-") as tmp:
         request_path, out = Path(tmp) / "request.json", Path(tmp) / "timeline.json"
-        request_path.write_text(json.dumps({**request, "workdir": str(workdir)}))
+        request_path.write_text(json.dumps(replace(request, workdir=str(workdir)).to_json()))
         cmd = [
             sys.executable,
             "-P",  # the target's cwd is the candidate's directory: never on sys.path
@@ -198,7 +201,7 @@ def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: 
 
 
 def profile_reference(
-    request: dict[str, Any],
+    request: EvaluationRequest,
     device: torch.device,
     gpu: GpuLock,
     model_inputs: Callable[[], tuple[Any, list[Any]]],

@@ -35,11 +35,12 @@ from evokernel.evaluation.loading import (
     make_inputs,
 )
 from evokernel.evaluation.profiling import timeline
+from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.workspace import enter_candidate_directory
 
 
-def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
-    task = load_source(request["task"]["source"], "evokernel_reference_profiled", request["overrides"][0])
+def _model(request: EvaluationRequest, workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
+    task = load_source(request.task.source, "evokernel_reference_profiled", request.overrides[0])
     reference = build_reference(task, device)
     if mode == "reference":
         return reference, task
@@ -54,8 +55,9 @@ def _model(request: dict[str, Any], workdir: Path, mode: str, device: torch.devi
 
 def main(argv: list[str]) -> int:
     request_path, mode = Path(argv[1]), argv[2]
-    request = json.loads(request_path.read_text())
-    workdir = Path(request["workdir"])  # the request itself lies where the candidate cannot write
+    # Decoded once, where the JSON crosses into this process (request.py).
+    request = EvaluationRequest.from_json(json.loads(request_path.read_text()))
+    workdir = request.candidate_directory()  # the request itself lies where the candidate cannot write
     device = torch.device("cuda")
     guards.die_with_parent()
     torch.empty(1, device=device)  # the context, and Nsight Compute's hold on it, before confinement
@@ -64,21 +66,17 @@ def main(argv: list[str]) -> int:
     if mode == "candidate":
         # The candidate's caches in its own directory, the only one its confinement lets it write.
         enter_candidate_directory(workdir)
-        shared = [str(request["ncu_tmp"])] if request.get("ncu_tmp") else []
+        shared = [request.ncu_tmp] if request.ncu_tmp else []
         if shared:  # Nsight Compute's lock directory (stage.py), which its injection opens here
             os.environ["TMPDIR"] = shared[0]
             tempfile.tempdir = None
-        isolation.confine(
-            request.get("isolation", "required"), workdir, isolation.request_reads(request), shared
-        )
-        guards.apply_limits(guards.default_limits("cuda", request["timeout_s"], request["host_memory_mb"]))
+        isolation.confine(request.isolation, workdir, isolation.request_reads(request), shared)
+        guards.apply_limits(guards.default_limits("cuda", request.timeout_s, request.host_memory_mb))
         guards.refuse_network()
-        if request.get("object_cache"):
+        if request.object_cache:
             # The worker's extensions, from the node's object cache, instead of building them again.
-            remote_builds.install(remote_builds.recorded(workdir, request["object_cache"]), workdir)
-        inline_builds.install(
-            request.get("torch_pch"), light=request.get("light_cuda_headers", True), workdir=workdir
-        )
+            remote_builds.install(remote_builds.recorded(workdir, request.object_cache), workdir)
+        inline_builds.install(request.torch_pch, light=request.light_cuda_headers, workdir=workdir)
     model, task = _model(request, workdir, mode, device)
     inputs = make_inputs(task, 0, device)
     if len(argv) > 3:
