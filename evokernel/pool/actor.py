@@ -28,7 +28,7 @@ from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.object_cache import default_root as object_cache_root
 from evokernel.evaluation.object_cache import prune
 from evokernel.evaluation.pch import HeaderCache
-from evokernel.evaluation.quiet import start_keeper, stop_keeper
+from evokernel.evaluation.quiet import node_registry, start_keeper, stop_keeper
 from evokernel.evaluation.request import EvaluationRequest, GpuLockSpec
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
@@ -193,8 +193,7 @@ class EvaluatorActor:
         """The socket of this actor's quiet-window keeper (evaluation/quiet.py), started on first use."""
         with self._server_lock:
             if self._keeper is None or self._keeper[0].poll() is not None:
-                registry = Path(tempfile.gettempdir()) / f"evokernel-quiet-{os.getuid()}"
-                self._keeper = start_keeper(self.root, registry)
+                self._keeper = start_keeper(self.root, node_registry())
             return str(self._keeper[1])
 
     def shutdown(self) -> None:
