@@ -14,11 +14,17 @@ alternate, never overlap), and each thread gets its own CPU set back afterwards.
 Only where the device is a GPU: on the CPU a side's work runs on its intra-op threads, which a
 one-CPU pin would serialise for one side and not the other. A worker may move its own threads
 back; the record counts threads found off the CPU at the end (``moved``).
+
+Two windows can overlap on a node with several GPUs (quiet.py), and two supervisors may be on
+one CPU at that moment: each window claims its CPU with a lock file in ``claims`` (an flock,
+which the kernel drops when its holder dies however it dies) and takes the next free CPU when
+its own is claimed, so two timings never share a CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,14 +45,44 @@ def threads_of(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def one_cpu(pids: list[int]) -> Iterator[dict[str, Any]]:
-    """Pins the calling thread and every thread of ``pids`` to the CPU the calling thread runs on
-    (or the lowest it may use) and yields the record ``{"cpu", "threads", "moved"}`` (``error``
-    where a thread could not be pinned: the timing goes on unpinned for it). On exit every thread
-    gets back the CPU set it had; a thread started inside the window gets its process's."""
-    mine = os.sched_getaffinity(0)
+def claimed_cpu(mine: set[int], claims: Path | None) -> Iterator[tuple[int, bool]]:
+    """(cpu, claimed): the calling thread's CPU, or the next of ``mine`` no other window holds in
+    ``claims``; (its CPU, False) when ``claims`` is None or every CPU is held."""
     here = current_cpu()
-    cpu = here if here in mine else min(mine)
+    first = here if here in mine else min(mine)
+    if claims is None:
+        yield first, False
+        return
+    claims.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for cpu in [first, *sorted(mine - {first})]:
+        fd = os.open(claims / str(cpu), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield cpu, True
+        finally:
+            os.close(fd)  # releases the claim
+        return
+    yield first, False
+
+
+@contextlib.contextmanager
+def one_cpu(pids: list[int], claims: Path | None = None) -> Iterator[dict[str, Any]]:
+    """Pins the calling thread and every thread of ``pids`` to one CPU (:func:`claimed_cpu`) and
+    yields the record ``{"cpu", "claimed", "threads", "moved"}`` (``error`` where a thread could
+    not be pinned: the timing goes on unpinned for it). On exit every thread gets back the CPU
+    set it had; a thread started inside the window gets its process's."""
+    mine = os.sched_getaffinity(0)
+    with claimed_cpu(mine, claims) as (cpu, claimed), _pinned(pids, mine, cpu) as record:
+        record["claimed"] = claimed
+        yield record
+
+
+@contextlib.contextmanager
+def _pinned(pids: list[int], mine: set[int], cpu: int) -> Iterator[dict[str, Any]]:
     record: dict[str, Any] = {"cpu": cpu, "threads": 0, "moved": 0}
     saved: dict[int, set[int]] = {}
     by_process: dict[int, set[int]] = {}

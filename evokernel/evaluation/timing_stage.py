@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import confirmation, cpu_pin, integrity
+from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import timing_feedback
@@ -152,7 +152,8 @@ def _paired_timing(
     }
     pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
-    pinning = cpu_pin.one_cpu(pins) if same_cpu else contextlib.nullcontext(None)
+    claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
+    pinning = cpu_pin.one_cpu(pins, claims) if same_cpu else contextlib.nullcontext(None)
     with sup.gpu.hold("time"), torch.no_grad(), pinning as pinned:
         drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
         answer, _ = sup.ask(start, lock=False)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,40 @@ def test_a_process_that_is_gone_is_no_error() -> None:
     with one_cpu([gone.pid]) as record:
         assert record["threads"] == 0 and "error" not in record
     assert os.sched_getaffinity(0) == mine
+
+
+CLAIMER = """
+import sys, time
+from pathlib import Path
+from evokernel.evaluation.cpu_pin import one_cpu
+with one_cpu([], Path(sys.argv[1])) as record:
+    print(record["cpu"], record["claimed"], flush=True)
+    time.sleep(60)
+"""
+
+
+def test_two_windows_never_share_a_cpu_and_a_dead_windows_cpu_is_free(tmp_path: Path) -> None:
+    claims = tmp_path / "cpus"
+    claimer = subprocess.Popen(
+        [sys.executable, "-c", CLAIMER, str(claims)], stdout=subprocess.PIPE, text=True
+    )
+    mine = os.sched_getaffinity(0)
+    try:
+        assert claimer.stdout is not None
+        theirs, claimed = claimer.stdout.readline().split()
+        cpu = int(theirs)
+        assert claimed == "True"
+        if len(mine) > 1:
+            with one_cpu([], claims) as record:
+                assert record["cpu"] != cpu and record["claimed"]
+        os.sched_setaffinity(0, {cpu})  # only the claimed CPU left to this thread
+        with one_cpu([], claims) as record:
+            assert (record["cpu"], record["claimed"]) == (cpu, False)  # shared, and it says so
+        claimer.kill()
+        claimer.wait()
+        with one_cpu([], claims) as record:  # the kernel dropped the dead window's claim
+            assert (record["cpu"], record["claimed"]) == (cpu, True)
+    finally:
+        os.sched_setaffinity(0, mine)
+        claimer.kill()
+        claimer.wait()

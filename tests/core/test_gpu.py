@@ -100,8 +100,14 @@ def test_a_confirmation_times_the_incumbent_in_the_candidates_window_on_the_gpu(
     assert "error" not in record, record
     assert record["low"] <= record["vs_incumbent"] <= record["high"]
     assert 0.8 < record["vs_incumbent"] < 1.25, record
+    assert_one_cpu(ev, threads=2)
+
+
+def assert_one_cpu(ev: Evaluation, threads: int) -> None:
+    """The window's sides shared one CPU, claimed for it alone (cpu_pin.py), and no thread left it."""
     pinned = ev.details["timing"]["paired"]["reference"]["pinned"]
-    assert pinned["threads"] >= 2 and pinned["moved"] == 0 and "error" not in pinned, pinned
+    assert pinned["threads"] >= threads and pinned["moved"] == 0, pinned
+    assert pinned["claimed"] and "error" not in pinned, pinned
 
 
 def check(ev: Evaluation, expect: Expectation) -> None:
@@ -129,8 +135,7 @@ def test_bundled_seed_is_correct_on_the_gpu(task: Task) -> None:
 def test_gpu_legit_kernel_passes(case: Case) -> None:
     ev = run(load_task(case.task), case.path.read_text(), case.timeout_s)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
-    pinned = ev.details["timing"]["paired"]["reference"]["pinned"]  # both sides on one CPU (cpu_pin.py)
-    assert pinned["threads"] >= 1 and pinned["moved"] == 0 and "error" not in pinned, pinned
+    assert_one_cpu(ev, threads=1)
 
 
 @pytest.mark.parametrize("case", [c for c in corpus("fault") if c.device == "cuda"], ids=lambda c: c.id)
@@ -168,8 +173,7 @@ def test_cpu_corpus_legit_kernel_passes_on_the_gpu_too(name: str) -> None:
     case = load_case(FIXTURES / "legit" / f"{name}.py")
     ev = run(load_task(case.task), case.path.read_text(), case.timeout_s)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
-    pinned = ev.details["timing"]["paired"]["reference"]["pinned"]  # both sides on one CPU (cpu_pin.py)
-    assert pinned["threads"] >= 1 and pinned["moved"] == 0 and "error" not in pinned, pinned
+    assert_one_cpu(ev, threads=1)
 
 
 def test_launch_bound_task_is_compared_graph_to_graph_with_clocks_recorded() -> None:
