@@ -87,7 +87,6 @@ def _pinned(pids: list[int], mine: set[int], cpu: int) -> Iterator[dict[str, Any
     saved: dict[int, set[int]] = {}
     by_process: dict[int, set[int]] = {}
     try:
-        saved[0] = mine
         os.sched_setaffinity(0, {cpu})
         for pid in pids:
             for tid in threads_of(pid):
@@ -110,4 +109,4 @@ def _pinned(pids: list[int], mine: set[int], cpu: int) -> Iterator[dict[str, Any
                         record["moved"] += int(tid in saved)
                     os.sched_setaffinity(tid, saved.get(tid, mask))
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, saved.get(0, mine))
+            os.sched_setaffinity(0, mine)

@@ -90,9 +90,7 @@ def main(argv: list[str]) -> int:
     with os.fdopen(key_fd, "rb") as key_pipe:
         key = key_pipe.read()
     start = time.perf_counter()
-    start_s = time.monotonic() - (
-        request.launched_at if request.launched_at is not None else time.monotonic()
-    )
+    start_s = time.monotonic() - request.launched_at if request.launched_at is not None else 0.0
     supervisor = Supervisor(request, links[0][0], pids[0], start)
     if incumbent:
         supervisor.incumbent = WorkerProcess(links[1][0], pids[1])

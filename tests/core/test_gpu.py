@@ -50,8 +50,14 @@ CPU_LEGIT_ON_GPU = ("axpy_never_taken_guard", "linear_renamed_parameters")
 
 
 def run(
-    task: Task, source: str, timeout_s: float = 300, static_checks: bool = True, profile: str = "strict"
+    task: Task,
+    source: str,
+    timeout_s: float = 300,
+    static_checks: bool = True,
+    profile: str = "strict",
+    incumbent: str | None = None,
 ) -> Evaluation:
+    """``incumbent``: a confirmation's (run/confirm.py), timed as the window's third side."""
     request = build_request(
         task,
         source,
@@ -61,6 +67,8 @@ def run(
         evaluation=EvaluationConfig(compile_baseline="off", profile=profile),
         static_checks=static_checks,
     )
+    if incumbent is not None:
+        request = {**request, "incumbent_source": incumbent}
     return run_sandboxed(request, timeout_s)
 
 
@@ -86,15 +94,7 @@ def test_a_confirmation_times_the_incumbent_in_the_candidates_window_on_the_gpu(
     ratio is near 1 and inside its own interval."""
     task = SEEDED[0]
     assert task.seed_source is not None
-    request = build_request(
-        task,
-        task.seed_source,
-        device="cuda",
-        scale="full",
-        timing=GPU_TIMING,
-        evaluation=EvaluationConfig(compile_baseline="off"),
-    )
-    ev = run_sandboxed({**request, "incumbent_source": task.seed_source}, 300)
+    ev = run(task, task.seed_source, incumbent=task.seed_source)
     assert ev.status is Status.CORRECT, f"{ev.status.value} at {ev.stage}: {ev.reason}"
     record = ev.details["confirmation"]
     assert "error" not in record, record
