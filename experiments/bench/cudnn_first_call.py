@@ -24,18 +24,13 @@ cause is the host's speed, not cuDNN: ``eager_per_process.py`` and ``eager_per_c
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
-CHILD = r"""
-import importlib.util, json, statistics, sys, torch
-state, path = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("task", path)
-task = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(task)
-torch.manual_seed(0)
-model = task.Model(*task.get_init_inputs()).cuda().eval()
-inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+from fresh_process import run_fresh
+
+PROBE = r"""
+import json, statistics
+state = sys.argv[1]
 hold = None
 if state == "full":
     free, _ = torch.cuda.mem_get_info()
@@ -58,20 +53,11 @@ STATES = ("fresh", "small_cache", "full", "fresh")
 
 
 def main() -> None:
-    results = []
-    for task in sys.argv[1:]:
-        for state in STATES:
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, state, task], capture_output=True, text=True, timeout=300
-            )
-            lines = done.stdout.strip().splitlines()
-            row = (
-                json.loads(lines[-1])
-                if lines
-                else {"task": task, "state": state, "error": done.stderr[-300:]}
-            )
-            print(row, flush=True)
-            results.append(row)
+    results = [
+        run_fresh(PROBE, [state, task], {"task": task, "state": state})
+        for task in sys.argv[1:]
+        for state in STATES
+    ]
     print(json.dumps({"bench": "cudnn_first_call", "results": results}))
 
 

@@ -17,19 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-CHILD = r"""
-import importlib.util, json, os, statistics, sys, torch
-path = sys.argv[1]
-spec = importlib.util.spec_from_file_location("task", path)
-task = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(task)
-torch.manual_seed(0)
-model = task.Model(*task.get_init_inputs()).cuda().eval()
-inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+from fresh_process import run_fresh
+
+PROBE = r"""
+import json, os, statistics
 cpus = sorted(os.sched_getaffinity(0))
 rounds = []
 with torch.no_grad():
@@ -67,16 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     siblings = topology()
     print({"thread_siblings": siblings}, flush=True)
-    results = []
-    for task in args.tasks:
-        for _ in range(args.processes):
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, task], capture_output=True, text=True, timeout=300
-            )
-            lines = done.stdout.strip().splitlines()
-            row = json.loads(lines[-1]) if lines else {"task": task, "error": done.stderr[-400:]}
-            print(row, flush=True)
-            results.append(row)
+    results = [run_fresh(PROBE, [task], {"task": task}) for task in args.tasks for _ in range(args.processes)]
     print(json.dumps({"bench": "eager_per_core", "thread_siblings": siblings, "results": results}))
 
 

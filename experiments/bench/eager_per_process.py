@@ -18,18 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 
-CHILD = r"""
-import hashlib, importlib.util, json, os, statistics, sys, time, torch
-path = sys.argv[1]
-spec = importlib.util.spec_from_file_location("task", path)
-task = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(task)
-torch.manual_seed(0)
-model = task.Model(*task.get_init_inputs()).cuda().eval()
-inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+from fresh_process import run_fresh
+
+PROBE = r"""
+import hashlib, json, statistics, time
+from evokernel.evaluation.cpu_pin import current_cpu
 
 def event_median(fn, n=100):
     ms = []
@@ -64,11 +58,9 @@ with torch.no_grad():
         model(*inputs)
     graph_ms = event_median(graph.replay)
     eager_again = event_median(lambda: model(*inputs))
-with open("/proc/self/stat") as f:
-    cpu = int(f.read().rsplit(")", 1)[1].split()[36])
 print(json.dumps({"task": path.rsplit("/", 1)[-1], "eager_ms": eager, "eager_again_ms": eager_again,
     "graph_ms": graph_ms, "host_enqueue_ms": round(statistics.median(host), 4),
-    "kernels": kernels, "launches": len(names), "cpu": cpu}))
+    "kernels": kernels, "launches": len(names), "cpu": current_cpu()}))
 """
 
 
@@ -77,16 +69,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("tasks", nargs="+")
     args = parser.parse_args()
-    results = []
-    for task in args.tasks:
-        for _ in range(args.runs):
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, task], capture_output=True, text=True, timeout=300
-            )
-            lines = done.stdout.strip().splitlines()
-            row = json.loads(lines[-1]) if lines else {"task": task, "error": done.stderr[-400:]}
-            print(row, flush=True)
-            results.append(row)
+    results = [run_fresh(PROBE, [task], {"task": task}) for task in args.tasks for _ in range(args.runs)]
     print(json.dumps({"bench": "eager_per_process", "results": results}))
 
 
