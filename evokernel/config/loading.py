@@ -154,6 +154,12 @@ def _check(config: ExperimentConfig) -> None:
         )
     if config.budget.evaluations < 1:
         raise ConfigError("budget.evaluations must be at least 1")
+    limit = config.evaluation.timing.host_slowdown_limit
+    if limit != 0 and limit <= 1:
+        raise ConfigError(
+            f"evaluation.timing.host_slowdown_limit={limit} must be 0 (off) or above 1 (e.g. 1.15: a round "
+            "of pairs whose host spin is 15 % slower than the fastest seen is left out)"
+        )
     if config.evaluation.seeds < 2:
         raise ConfigError(
             "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"

@@ -173,6 +173,11 @@ class TimingConfig:
     # 1.4-1.9x between CPUs from moment to moment, which pairing cancels only on a shared CPU
     # (evaluation/cpu_pin.py).
     same_cpu: bool = True
+    # With same_cpu: the window takes the fastest CPU it can claim, and a round of pairs whose host
+    # spin took over this times the fastest seen is left out and the window moves (0 = off): a
+    # GPU-bound candidate against a host-bound reference cannot cancel the host's speed, which
+    # moves 1.3-2x between CPUs and moments (evaluation/host_speed.py).
+    host_slowdown_limit: float = 1.15
 
     def for_baseline(self) -> TimingConfig:
         """Baselines: timed samples span ``baseline_min_ms``; the caps grow with it (a flushed call

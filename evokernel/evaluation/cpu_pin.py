@@ -19,16 +19,22 @@ Two windows can overlap on a node with several GPUs (quiet.py), and two supervis
 one CPU at that moment: each window claims its CPU with a lock file in ``claims`` (an flock,
 which the kernel drops when its holder dies however it dies) and takes the next free CPU when
 its own is claimed, so two timings never share a CPU.
+
+The window's CPU is the fastest it can claim, and it moves to another when its own slows down
+(host_speed.py, ``slowdown_limit``); the record says how often and by how much.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from evokernel.evaluation.host_speed import MAX_MOVES, Spin, settled_spin_us
 
 
 def current_cpu() -> int:
@@ -44,69 +50,134 @@ def threads_of(pid: int) -> list[int]:
         return []
 
 
-@contextlib.contextmanager
-def claimed_cpu(mine: set[int], claims: Path | None) -> Iterator[tuple[int, bool]]:
-    """(cpu, claimed): the calling thread's CPU, or the next of ``mine`` no other window holds in
-    ``claims``; (its CPU, False) when ``claims`` is None or every CPU is held."""
-    here = current_cpu()
-    first = here if here in mine else min(mine)
-    if claims is None:
-        yield first, False
-        return
-    claims.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for cpu in [first, *sorted(mine - {first})]:
-        fd = os.open(claims / str(cpu), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
-            yield cpu, True
-        finally:
-            os.close(fd)  # releases the claim
-        return
-    yield first, False
+class WindowCpu:
+    """The CPU of one timing window: claimed in ``claims``, the calling thread and every thread of
+    ``pids`` pinned to it; :meth:`fast` checks its speed before a round and moves the window to a
+    faster CPU when it slowed. ``record``: ``cpu``, ``claimed``, ``threads``, ``moved`` (threads
+    found off the CPU at the end), ``error`` where a thread could not be pinned, and with a
+    ``slowdown_limit``: ``spin_us`` (the fastest spin seen), ``slow_rounds`` and ``moves``."""
 
+    def __init__(
+        self, pids: list[int], claims: Path | None, slowdown_limit: float = 0.0, spin: Spin = settled_spin_us
+    ) -> None:
+        self.pids, self.claims, self.limit, self.spin = pids, claims, slowdown_limit, spin
+        self.mine = os.sched_getaffinity(0)
+        self.cpu = -1
+        self.record: dict[str, Any] = {"cpu": -1, "claimed": False, "threads": 0, "moved": 0}
+        self._fd: int | None = None
+        self._saved: dict[int, set[int]] = {}
+        self._by_process: dict[int, set[int]] = {}
+        self._best = math.inf
 
-@contextlib.contextmanager
-def one_cpu(pids: list[int], claims: Path | None = None) -> Iterator[dict[str, Any]]:
-    """Pins the calling thread and every thread of ``pids`` to one CPU (:func:`claimed_cpu`) and
-    yields the record ``{"cpu", "claimed", "threads", "moved"}`` (``error`` where a thread could
-    not be pinned: the timing goes on unpinned for it). On exit every thread gets back the CPU
-    set it had; a thread started inside the window gets its process's."""
-    mine = os.sched_getaffinity(0)
-    with claimed_cpu(mine, claims) as (cpu, claimed), _pinned(pids, mine, cpu) as record:
-        record["claimed"] = claimed
-        yield record
+    def start(self) -> None:
+        if self.limit > 0:
+            self.record.update(spin_us=0.0, slow_rounds=0, moves=0)
+        here = current_cpu()
+        order = [here, *sorted(self.mine - {here})] if here in self.mine else sorted(self.mine)
+        speeds = self._scan(order) if self.limit > 0 else {}
+        cpu, fd = self._claim_first(sorted(order, key=lambda c: speeds.get(c, 0.0)))
+        self._move_to(cpu, fd)
 
+    def fast(self) -> bool:
+        """Whether the next round runs at full host speed: a spin on the window's CPU within
+        ``slowdown_limit`` of the fastest seen, or, after a move, the new CPU's. Always true
+        without a limit; after ``MAX_MOVES`` moves a slow CPU stays and its rounds are slow."""
+        if self.limit <= 0:
+            return True
+        spin = self.spin()
+        self._best = min(self._best, spin)
+        if spin <= self.limit * self._best:
+            return True
+        self.record["slow_rounds"] += 1
+        if self.record["moves"] >= MAX_MOVES:
+            return False
+        speeds = self._scan(sorted(self.mine - {self.cpu}))
+        faster = sorted((c for c in speeds if speeds[c] < spin), key=speeds.__getitem__)
+        cpu, fd = self._claim_first(faster) if faster else (self.cpu, None)
+        if cpu == self.cpu or (fd is None and self._fd is not None):
+            if fd is not None:
+                os.close(fd)
+            os.sched_setaffinity(0, {self.cpu})
+            return False
+        self.record["moves"] += 1
+        self._move_to(cpu, fd)
+        return speeds[cpu] <= self.limit * self._best
 
-@contextlib.contextmanager
-def _pinned(pids: list[int], mine: set[int], cpu: int) -> Iterator[dict[str, Any]]:
-    record: dict[str, Any] = {"cpu": cpu, "threads": 0, "moved": 0}
-    saved: dict[int, set[int]] = {}
-    by_process: dict[int, set[int]] = {}
-    try:
-        os.sched_setaffinity(0, {cpu})
-        for pid in pids:
-            for tid in threads_of(pid):
-                try:
-                    saved[tid] = os.sched_getaffinity(tid)
-                    by_process.setdefault(pid, saved[tid])
-                    os.sched_setaffinity(tid, {cpu})
-                    record["threads"] += 1
-                except ProcessLookupError:  # the thread ended between listing and pinning
-                    saved.pop(tid, None)
-                except OSError as exc:  # EPERM, or a cpuset without this CPU
-                    saved.pop(tid, None)
-                    record["error"] = f"thread {tid}: {exc.strerror}"
-        yield record
-    finally:
-        for pid, mask in by_process.items():
+    def close(self) -> None:
+        for pid, mask in self._by_process.items():
             for tid in threads_of(pid):
                 with contextlib.suppress(OSError):
-                    if os.sched_getaffinity(tid) != {cpu}:
-                        record["moved"] += int(tid in saved)
-                    os.sched_setaffinity(tid, saved.get(tid, mask))
+                    if os.sched_getaffinity(tid) != {self.cpu}:
+                        self.record["moved"] += int(tid in self._saved)
+                    os.sched_setaffinity(tid, self._saved.get(tid, mask))
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, mine)
+            os.sched_setaffinity(0, self.mine)
+        if self._fd is not None:
+            os.close(self._fd)  # releases the claim
+            self._fd = None
+
+    def _scan(self, cpus: list[int]) -> dict[int, float]:
+        """Each CPU's settled spin, the calling thread moved to it in turn (~1 ms a CPU)."""
+        speeds: dict[int, float] = {}
+        for cpu in cpus:
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError:
+                continue
+            speeds[cpu] = self.spin()
+        if speeds:
+            self._best = min(self._best, *speeds.values())
+            self.record["spin_us"] = round(self._best, 1)
+        return speeds
+
+    def _claim_first(self, order: list[int]) -> tuple[int, int | None]:
+        """The first CPU of ``order`` no other window holds, with its lock; the first of all, and
+        no lock, when there are no claims or every CPU is held."""
+        if self.claims is None or not order:
+            return (order[0] if order else self.cpu), None
+        self.claims.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for cpu in order:
+            fd = os.open(self.claims / str(cpu), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return cpu, fd
+        return order[0], None
+
+    def _move_to(self, cpu: int, fd: int | None) -> None:
+        first = self.cpu < 0
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self.cpu = fd, cpu
+        self.record.update(cpu=cpu, claimed=fd is not None, threads=0)
+        os.sched_setaffinity(0, {cpu})
+        for pid in self.pids:
+            for tid in threads_of(pid):
+                try:
+                    if first:  # a thread started later gets its process's set back (close)
+                        self._saved[tid] = os.sched_getaffinity(tid)
+                        self._by_process.setdefault(pid, self._saved[tid])
+                    os.sched_setaffinity(tid, {cpu})
+                    self.record["threads"] += 1
+                except ProcessLookupError:  # the thread ended between listing and pinning
+                    self._saved.pop(tid, None)
+                except OSError as exc:  # EPERM, or a cpuset without this CPU
+                    self._saved.pop(tid, None)
+                    self.record["error"] = f"thread {tid}: {exc.strerror}"
+
+
+@contextlib.contextmanager
+def one_cpu(
+    pids: list[int], claims: Path | None = None, slowdown_limit: float = 0.0, spin: Spin = settled_spin_us
+) -> Iterator[WindowCpu]:
+    """The :class:`WindowCpu` of ``pids`` and the calling thread for the ``with`` block. On exit
+    every thread gets back the CPU set it had; a thread started inside the window its process's.
+    ``spin``: how the host's speed is measured (host_speed.py)."""
+    window = WindowCpu(pids, claims, slowdown_limit, spin)
+    try:
+        window.start()
+        yield window
+    finally:
+        window.close()

@@ -52,6 +52,9 @@ class PairedRatio:
     b_ms: float
     block_calls: tuple[int, int]
     seconds: float
+    # Rounds the host was slow in (host_speed.py): left out, unless every round was slow (then
+    # slow_rounds == pairs and they are the figure).
+    slow_rounds: int = 0
 
     def to_dict(self) -> dict[str, object]:
         out = asdict(self)
@@ -102,36 +105,51 @@ def paired_ratio(
     return paired_ratios([a, b], [a_call_ms, b_call_ms], settings)[0]
 
 
-def paired_ratios(sides: list[Block], call_ms: list[float], settings: TimingSettings) -> list[PairedRatio]:
+def paired_ratios(
+    sides: list[Block],
+    call_ms: list[float],
+    settings: TimingSettings,
+    host_fast: Callable[[], bool] | None = None,
+) -> list[PairedRatio]:
     """:func:`paired_ratio` of every side after the first against the first, all timed in one
     window, a block each per round in an order that rotates every round (A B C, B C A, ...: two
-    sides are A B then B A), until every ratio's interval is narrow enough or a side is capped."""
+    sides are A B then B A), until every ratio's interval is narrow enough or a side is capped.
+    ``host_fast``, asked before each round: false leaves that round out (its time still counts
+    toward the caps), unless no round was fast by the cap (host_speed.py)."""
     start = time.perf_counter()
     n = len(sides)
     calls = [block_calls(ms, settings) for ms in call_ms]
     samples: list[list[float]] = [[] for _ in sides]
     spent = [0.0] * n
     ratios: list[list[float]] = [[] for _ in range(n - 1)]
+    slow_samples: list[list[float]] = [[] for _ in sides]
+    slow_ratios: list[list[float]] = [[] for _ in range(n - 1)]
     rounds, stopped = 0, ""
     while not stopped:
+        fast = host_fast() if host_fast is not None else True
+        kept_samples, kept_ratios = (samples, ratios) if fast else (slow_samples, slow_ratios)
         medians = [0.0] * n
         for step in range(n):
             side = (step + rounds) % n
             t0 = time.perf_counter()
             block = sides[side](calls[side])
             spent[side] += (time.perf_counter() - t0) * 1e3
-            samples[side].extend(block)
+            kept_samples[side].extend(block)
             medians[side] = statistics.median(block)
         rounds += 1
         if medians[0] > 0 and all(m > 0 for m in medians[1:]):
             for k in range(1, n):
-                ratios[k - 1].append(medians[k] / medians[0])
+                kept_ratios[k - 1].append(medians[k] / medians[0])
         pairs = len(ratios[0])
         enough = pairs >= max(1, settings.paired_min_pairs) and min(spent) >= settings.min_ms
         if enough and all(_precise(r, settings) for r in ratios):
             stopped = "precision"
-        capped = max(spent) >= settings.max_ms or max(map(len, samples)) >= count_cap(settings)
+        timed = [len(x) + len(y) for x, y in zip(samples, slow_samples, strict=True)]
+        capped = max(spent) >= settings.max_ms or max(timed) >= count_cap(settings)
         if not stopped and capped:
+            if not pairs:  # never fast: the slow rounds are all there is, and are used
+                samples, ratios = slow_samples, slow_ratios
+                pairs = len(ratios[0])
             if not pairs:
                 counts = " and ".join(str(len(x)) for x in samples)
                 raise PairingError(f"no block of either side took measurable time ({counts} calls timed)")
@@ -153,6 +171,7 @@ def paired_ratios(sides: list[Block], call_ms: list[float], settings: TimingSett
                 b_ms=statistics.median(samples[k]),
                 block_calls=(calls[0], calls[k]),
                 seconds=seconds,
+                slow_rounds=len(slow_ratios[k - 1]),
             )
         )
     return out

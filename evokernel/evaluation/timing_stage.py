@@ -153,7 +153,8 @@ def _paired_timing(
     pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
     claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
-    pinning = cpu_pin.one_cpu(pins, claims) if same_cpu else contextlib.nullcontext(None)
+    limit = settings.host_slowdown_limit  # host_speed.py
+    pinning = cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None)
     with sup.gpu.hold("time"), torch.no_grad(), pinning as pinned:
         drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
         answer, _ = sup.ask(start, lock=False)
@@ -169,7 +170,7 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
         try:
-            ratios = paired_ratios(sides, call_ms, settings)
+            ratios = paired_ratios(sides, call_ms, settings, pinned.fast if pinned is not None else None)
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
@@ -185,7 +186,8 @@ def _paired_timing(
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned}
+        pinned_record = pinned.record if pinned is not None else None
+        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
         timer.close()
     return ratios[0], header, blob
 

@@ -7,6 +7,9 @@ pins one process's thread to each CPU in turn (two rounds) and takes the median 
 calls there, in ``--processes`` fresh processes. Per-core figures that repeat across rounds and
 processes while cores differ: the core (a busy SMT sibling, a slower core) sets the speed, and
 timing both sides of a pair on one core cancels it. A process slow on every core: the process.
+Beside each median, the host-speed spin (evaluation/host_speed.py) before and after the 20 calls
+on that CPU (``spin_us``): whether the spin sees what slows the eager call, as the timing window's
+host gate assumes.
 
     python3 experiments/bench/eager_per_core.py CORPUS/tasks/22_EfficientNetB0.py
 
@@ -23,24 +26,28 @@ from fresh_process import run_fresh
 
 PROBE = r"""
 import json, os, statistics
+from evokernel.evaluation.host_speed import settled_spin_us
 cpus = sorted(os.sched_getaffinity(0))
-rounds = []
+rounds, spins = [], []
 with torch.no_grad():
     for _ in range(2):
-        row = {}
+        row, spin = {}, {}
         for cpu in cpus:
             os.sched_setaffinity(0, {cpu})
             for _ in range(5):
                 model(*inputs)
             torch.cuda.synchronize()
+            before = settled_spin_us()
             ms = []
             for _ in range(20):
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record(); model(*inputs); b.record(); torch.cuda.synchronize()
                 ms.append(a.elapsed_time(b))
             row[cpu] = round(statistics.median(ms), 3)
+            spin[cpu] = [round(before, 1), round(settled_spin_us(), 1)]
         rounds.append(row)
-print(json.dumps({"task": path.rsplit("/", 1)[-1], "rounds": rounds}))
+        spins.append(spin)
+print(json.dumps({"task": path.rsplit("/", 1)[-1], "rounds": rounds, "spin_us": spins}))
 """
 
 

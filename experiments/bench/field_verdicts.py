@@ -100,7 +100,7 @@ async def evaluate_all(
             "speedup_high": ev.speedup_high,
             "paired": {
                 k: (ev.details.get("timing") or {}).get("paired", {}).get(k)
-                for k in ("pairs", "stopped", "halfwidth", "seconds")
+                for k in ("pairs", "stopped", "halfwidth", "seconds", "slow_rounds")
             },
             "pinned": (paired.get("reference") or {}).get("pinned"),
             "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),

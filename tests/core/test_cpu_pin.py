@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def test_every_thread_shares_the_callers_cpu_in_the_window_and_gets_its_own_set_
     before = {tid: allowed(tid) for tid in threads_of(child.pid)}
     mine = os.sched_getaffinity(0)
     assert len(before) >= 2 and all(len(mask) >= 2 for mask in before.values())
-    with one_cpu([child.pid]) as record:
+    with one_cpu([child.pid]) as window:
+        record = window.record
         cpu = record["cpu"]
         assert os.sched_getaffinity(0) == {cpu} and current_cpu() == cpu
         assert record["threads"] == len(before) and "error" not in record
@@ -66,7 +68,8 @@ def test_every_thread_shares_the_callers_cpu_in_the_window_and_gets_its_own_set_
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a pin")
 def test_a_thread_that_moves_itself_off_the_cpu_is_counted(child: subprocess.Popen[str]) -> None:
     mine = os.sched_getaffinity(0)
-    with one_cpu([child.pid]) as record:
+    with one_cpu([child.pid]) as window:
+        record = window.record
         other = min(mine - {record["cpu"]})
         os.sched_setaffinity(child.pid, {other})  # as the worker's main thread could do itself
     assert record["moved"] == 1
@@ -76,7 +79,8 @@ def test_a_process_that_is_gone_is_no_error() -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     mine = os.sched_getaffinity(0)
-    with one_cpu([gone.pid]) as record:
+    with one_cpu([gone.pid]) as window:
+        record = window.record
         assert record["threads"] == 0 and "error" not in record
     assert os.sched_getaffinity(0) == mine
 
@@ -85,7 +89,8 @@ CLAIMER = """
 import sys, time
 from pathlib import Path
 from evokernel.evaluation.cpu_pin import one_cpu
-with one_cpu([], Path(sys.argv[1])) as record:
+with one_cpu([], Path(sys.argv[1])) as window:
+    record = window.record
     print(record["cpu"], record["claimed"], flush=True)
     time.sleep(60)
 """
@@ -103,16 +108,75 @@ def test_two_windows_never_share_a_cpu_and_a_dead_windows_cpu_is_free(tmp_path: 
         cpu = int(theirs)
         assert claimed == "True"
         if len(mine) > 1:
-            with one_cpu([], claims) as record:
+            with one_cpu([], claims) as window:
+                record = window.record
                 assert record["cpu"] != cpu and record["claimed"]
         os.sched_setaffinity(0, {cpu})  # only the claimed CPU left to this thread
-        with one_cpu([], claims) as record:
+        with one_cpu([], claims) as window:
+            record = window.record
             assert (record["cpu"], record["claimed"]) == (cpu, False)  # shared, and it says so
         claimer.kill()
         claimer.wait()
-        with one_cpu([], claims) as record:  # the kernel dropped the dead window's claim
+        with one_cpu([], claims) as window:
+            record = window.record  # the kernel dropped the dead window's claim
             assert (record["cpu"], record["claimed"]) == (cpu, True)
     finally:
         os.sched_setaffinity(0, mine)
         claimer.kill()
         claimer.wait()
+
+
+# A window at the lowest priority (nice 19), so that a busy process on a CPU takes nearly all of
+# it from the window, as a stolen slice would; its spin is ~3 ms of work, longer than a scheduler
+# slice (the default 0.3 ms spin runs inside the slice a moved thread gets first: host_speed.py).
+# Prints the CPU it took, then, once a line arrives (the test made that CPU busy), the record.
+SLOWED = """
+import functools, json, os, sys
+from evokernel.evaluation.cpu_pin import one_cpu
+from evokernel.evaluation.host_speed import spin_us
+os.nice(19)
+with one_cpu([], None, 1.15, functools.partial(spin_us, 100_000)) as window:
+    print(window.cpu, flush=True)
+    sys.stdin.readline()
+    fast = window.fast()
+    print(json.dumps({"fast": fast, **window.record}), flush=True)
+"""
+
+
+def hog(cpu: int) -> subprocess.Popen[bytes]:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    os.sched_setaffinity(busy.pid, {cpu})
+    return busy
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to choose between")
+def test_the_window_takes_a_fast_cpu_and_moves_when_its_own_slows() -> None:
+    mine = sorted(os.sched_getaffinity(0))
+    busy = [hog(mine[0])]
+    window = subprocess.Popen(
+        [sys.executable, "-c", SLOWED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert window.stdin is not None and window.stdout is not None
+        first = int(window.stdout.readline())
+        assert first != mine[0]  # the busy CPU was measured slow and passed over
+        busy.append(hog(first))
+        busy[0].kill()  # the first CPU is free again, the window's own is now the busy one
+        busy[0].wait()
+        window.stdin.write("go\n")
+        window.stdin.flush()
+        record = json.loads(window.stdout.readline())
+    finally:
+        window.kill()
+        window.wait()
+        for process in busy:
+            process.kill()
+            process.wait()
+    assert record["slow_rounds"] == 1 and record["moves"] == 1, record
+    assert record["cpu"] != first, record
+    assert record["spin_us"] > 0
+
+
+def test_without_a_limit_every_round_is_fast_and_nothing_is_measured() -> None:
+    with one_cpu([], None) as window:
+        assert window.fast() and "spin_us" not in window.record

@@ -108,6 +108,7 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     pinned = ev.details["timing"]["paired"]["reference"]["pinned"]
     assert pinned["threads"] >= threads and pinned["moved"] == 0, pinned
     assert pinned["claimed"] and "error" not in pinned, pinned
+    assert pinned["spin_us"] > 0 and 0 <= pinned["moves"] <= pinned["slow_rounds"], pinned  # host_speed.py
 
 
 def check(ev: Evaluation, expect: Expectation) -> None:

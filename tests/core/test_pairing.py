@@ -92,3 +92,33 @@ def test_a_block_never_asks_for_more_calls_than_a_block_timer_makes() -> None:
     # fast published kernels were refused so on the H100 before this bound).
     assert block_calls(0.02, SETTINGS) == MAX_BLOCK_CALLS
     assert block_calls(5.0, SETTINGS) == 2
+
+
+def test_rounds_the_host_was_slow_in_are_left_out() -> None:
+    """A GPU-bound side A against a host-bound side B: B's calls take 1.5x when the host is slow,
+    A's do not, so a slow round's ratio is 1.5x off and pairing cannot cancel it. Rounds the gate
+    calls slow are left out; when every round is slow they are all there is, and say so."""
+    slow = [False]
+    rounds = [0]
+
+    def gate() -> bool:
+        rounds[0] += 1
+        slow[0] = rounds[0] % 3 == 0  # every third round
+        return not slow[0]
+
+    def side(ms: float, host_bound: bool) -> object:
+        return lambda calls: [ms * (1.5 if slow[0] and host_bound else 1.0)] * calls
+
+    a, b = side(1.0, False), side(2.0, True)
+    result = paired_ratios([a, b], [1.0, 2.0], SETTINGS, gate)[0]  # type: ignore[list-item]
+    assert result.ratio == 2.0 and result.low == result.high == 2.0
+    assert result.b_ms == 2.0 and result.slow_rounds == rounds[0] // 3 > 0
+    assert result.pairs == rounds[0] - result.slow_rounds
+
+    def never() -> bool:
+        slow[0] = True
+        return False
+
+    capped = replace(SETTINGS, max_reps=20)  # 200 calls a side: 20 rounds of side A's 10
+    result = paired_ratios([a, b], [1.0, 2.0], capped, never)[0]  # type: ignore[list-item]
+    assert result.stopped == "cap" and result.ratio == 3.0 and result.slow_rounds == result.pairs > 0

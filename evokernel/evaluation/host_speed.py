@@ -1,0 +1,47 @@
+"""Time pairs only while the window's CPU runs at its full speed (issue 35).
+
+One CPU for both sides (cpu_pin.py) makes the host's speed shared, which cancels it when both
+sides are host-bound. It does not cancel when one side is host-bound and the other is not: a
+GPU-bound candidate (a CUDA graph, a fused kernel) against a level-3 eager reference, whose time
+*is* the host's speed. On the H100 one eager call took 2.03-2.2 ms on about two thirds of the
+vCPUs and 2.7-4.0 ms on the rest, other CPUs from one second to the next
+(``experiments/bench/eager_per_core.py``), so two runs' windows on a fast and on a slow CPU gave
+orig/task_9 6.02x and 4.44x, each +-1 %. nvbench leaves out samples taken while the GPU was
+throttled; this is the same for the host: the window takes the fastest CPU it can claim, measured
+by a short fixed spin on each, a spin on the window's CPU comes before every round of pairs, and a
+round whose spin took more than ``host_slowdown_limit`` times the fastest spin the window has seen
+is left out of the ratio; the window then moves to the fastest free CPU (at most ``MAX_MOVES``
+times). The spin is plain interpreter work, as the host side of an eager call is: an SMT sibling
+busy under the hypervisor, a lower clock or a stolen slice slows both alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+# ~0.3 ms of interpreter work on the H100's host: long enough to span a stolen slice, short
+# against a round of pairs (two blocks of ~10 ms), so the gate costs ~1.5 % of a window.
+SPIN_ITERATIONS = 8000
+MAX_MOVES = 3
+
+
+def spin_us(iterations: int = SPIN_ITERATIONS) -> float:
+    """Microseconds the calling thread takes for a fixed piece of interpreter work. What it sees:
+    a slower clock or a busy SMT sibling. What it cannot see at ~0.3 ms: a CPU shared in time
+    slices (a scheduler slice is ~3 ms, and a thread just moved to a CPU runs its slice first)."""
+    start = time.perf_counter_ns()
+    total = 0
+    for i in range(iterations):
+        total += i * i % 7
+    elapsed = time.perf_counter_ns() - start
+    del total
+    return elapsed / 1e3
+
+
+def settled_spin_us() -> float:
+    """The faster of two spins: the first after a move to another CPU runs on cold caches."""
+    return min(spin_us(), spin_us())
+
+
+Spin = Callable[[], float]
