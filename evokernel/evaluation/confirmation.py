@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from evokernel.evaluation import replies
 from evokernel.evaluation.pairing import PairedRatio
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.verdict import StageFailure
@@ -32,21 +33,19 @@ class Supervisor(profiling.Supervisor, Protocol):
 
     def check_facts(self, raw: Any, kind: str, where: str) -> None: ...
 
-    def runs_of(self, header: dict[str, Any], where: str) -> list[Any]: ...
-
 
 def prepare(sup: Supervisor, cuda: bool) -> None:
     """Import the incumbent and make it at the timing variant's sizes (warmed on a GPU)."""
     worker = sup.incumbent
     assert worker is not None
     with lost("while it was built"):
-        header, _ = sup.ask({"op": "build"}, worker=worker)
-        sup.check_facts(header.get("facts"), "import", "the incumbent's import")
-        sup.ask({"op": "variant", "index": 0, "overrides": sup.request.overrides[0]}, worker=worker)
+        built, _ = sup.ask({"op": "build"}, replies.ImportReply, worker=worker)
+        sup.check_facts(built.facts, "import", "the incumbent's import")
+        variant = {"op": "variant", "index": 0, "overrides": sup.request.overrides[0]}
+        sup.ask(variant, replies.VariantReply, worker=worker)
         if cuda:
-            header, _ = sup.ask({"op": "warm"}, worker=worker)
-            for facts in sup.runs_of(header, "the incumbent's warm-up"):
-                sup.check_facts(facts, "warm", "the incumbent's warm-up call")
+            warm, _ = sup.ask({"op": "warm"}, replies.WarmReply, worker=worker)
+            sup.check_facts(warm.facts, "warm", "the incumbent's warm-up call")
 
 
 @contextlib.contextmanager

@@ -171,6 +171,8 @@ def harness_snapshot() -> dict[str, Any]:
 HARNESS_MODULES = (
     "evokernel.evaluation.worker",
     "evokernel.evaluation.worker_timing",
+    # The replies the worker writes its facts into (a replaced to_json could drop a failed build).
+    "evokernel.evaluation.replies",
     "evokernel.evaluation.block_timer",
     "evokernel.evaluation.timing",
     "evokernel.evaluation.timing_stats",

@@ -113,7 +113,9 @@ def checked(what: str, data: Any, cls: type, optional: Collection[str] | None = 
         # bool is an int to isinstance; a flag written where a number belongs is still wrong.
         if not isinstance(value, accepted) or (bool not in accepted and isinstance(value, bool)):
             raise RequestError(
-                f"{what}.{key} must be {kind}, not {type(value).__name__} ({value!r:.80})", key=key
+                f"{what}.{key} must be {kind}, not {type(value).__name__} ({value!r:.80}; valid keys: "
+                f"{valid})",
+                key=key,
             )
     return dict(data)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, integrity, rules, timing_stage
+from evokernel.evaluation import channel, integrity, replies, rules, timing_stage
 from evokernel.evaluation.correctness import Comparison, compare
 from evokernel.evaluation.cpu_usage import supervisor_seconds
 from evokernel.evaluation.gpulock import GpuLock
@@ -32,6 +32,7 @@ from evokernel.evaluation.inline_builds import inline_build_note
 from evokernel.evaluation.loading import build_reference, clone, flatten, load_source, make_inputs
 from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
+from evokernel.evaluation.replies import R
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.verdict import StageFailure
 from evokernel.evaluation.worker_process import WorkerProcess
@@ -100,28 +101,32 @@ class Supervisor:
     def ask(
         self,
         command: dict[str, Any],
+        kind: type[R],
         meanwhile: Callable[[], Any] | None = None,
         limit_s: float | None = None,
         lock: bool = True,
         worker: WorkerProcess | None = None,
-    ) -> tuple[dict[str, Any], bytearray]:
-        """Send ``command`` and return the worker's answer; ``meanwhile`` (the supervisor's own
-        share of the step, e.g. the reference run of a trial) runs while the worker works.
+    ) -> tuple[R, bytearray]:
+        """Send ``command`` and return the worker's answer, decoded as a ``kind`` (replies.py: one
+        that does not decode is rule ``protocol``, a candidate's failure a :class:`StageFailure`);
+        ``meanwhile`` (the supervisor's own share of the step, e.g. the reference run of a trial)
+        runs while the worker works.
         ``limit_s``: a shorter deadline for this step (the profiling stage's). ``lock`` False: the
         caller holds the GPU lock the op needs already (the timing stage's phases). ``worker``:
         another worker than the candidate's (a confirmation's incumbent)."""
         if not lock:
-            return self._ask(command, meanwhile, limit_s, worker)
+            return self._ask(command, kind, meanwhile, limit_s, worker)
         with self.gpu.hold(str(command["op"])):
-            return self._ask(command, meanwhile, limit_s, worker)
+            return self._ask(command, kind, meanwhile, limit_s, worker)
 
     def _ask(
         self,
         command: dict[str, Any],
+        kind: type[R],
         meanwhile: Callable[[], Any] | None,
         limit_s: float | None = None,
         worker: WorkerProcess | None = None,
-    ) -> tuple[dict[str, Any], bytearray]:
+    ) -> tuple[R, bytearray]:
         deadline = self.deadline if limit_s is None else min(self.deadline, time.perf_counter() + limit_s)
         worker = worker or self.worker
         sock = worker.sock
@@ -137,10 +142,12 @@ class Supervisor:
                 raise TimeoutError
             sock.settimeout(remaining)
             header, blob = channel.recv(sock)
-            while header.get("request") == "build":
-                channel.send(sock, self._build(header.get("call"), deadline))
+            answer = self._decoded(header, kind)
+            while isinstance(answer, replies.BuildRequest):
+                channel.send(sock, self._build(answer.call, deadline))
                 sock.settimeout(max(0.001, deadline - time.perf_counter()))
                 header, blob = channel.recv(sock)
+                answer = self._decoded(header, kind)
         except TimeoutError as exc:
             worker.kill()
             what = f"{command['op']} {command.get('index', '')}".strip()
@@ -152,12 +159,17 @@ class Supervisor:
             ) from exc
         except (channel.ChannelError, OSError) as exc:
             raise StageFailure(Status.CRASHED, self.stage, worker.death_reason(exc, self.stage)) from exc
-        if not header.get("ok"):
-            status = Status(header.get("status", "runtime_error"))
-            if status not in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR):
+        if isinstance(answer, replies.Failure):
+            if answer.status not in (Status.COMPILE_ERROR.value, Status.RUNTIME_ERROR.value):
                 raise StageFailure(Status.REJECTED, "integrity", "rule protocol: worker sent a forged status")
-            raise StageFailure(status, self.stage, str(header.get("reason")), str(header.get("feedback", "")))
-        return header, blob
+            raise StageFailure(Status(answer.status), self.stage, answer.reason, answer.feedback)
+        return answer, blob
+
+    def _decoded(self, header: dict[str, Any], kind: type[R]) -> R | replies.Failure | replies.BuildRequest:
+        try:
+            return replies.decode(header, kind)
+        except rules.ProtocolViolation as exc:
+            raise self.reject("protocol", str(exc)) from exc
 
     def _build(self, call: Any, deadline: float) -> dict[str, Any]:
         if self.objects is None:
@@ -235,22 +247,16 @@ class Supervisor:
         if broken:
             raise self.reject(*broken)
 
-    def runs_of(self, header: dict[str, Any], where: str) -> list[Any]:
-        runs = header.get("runs")
-        if not isinstance(runs, list) or not runs:
-            raise self.reject("protocol", f"{where}: the worker reported no call facts")
-        return runs
-
     def run(self) -> Evaluation:
         self.enter("build")
         # Both CUDA contexts are made here, before any GPU lock is taken: the worker's in its build
         # step, the supervisor's meanwhile (~0.3 s each of driver work that held the lock before).
-        header, _ = self.ask({"op": "build"}, self._init_device)
-        self.isolation = header.get("isolation") or {}  # the worker's word: shown, never trusted
-        self.check_facts(header.get("facts"), "import", "import")
-        self.entry_class = str(header.get("entry_class", "ModelNew"))
-        self.failed_builds = [str(x) for x in header.get("failed_builds", [])][:3]
-        note = inline_build_note(header.get("inline_builds"))
+        built, _ = self.ask({"op": "build"}, replies.ImportReply, self._init_device)
+        self.isolation = built.isolation  # the worker's word: shown, never trusted
+        self.check_facts(built.facts, "import", "import")
+        self.entry_class = built.entry_class
+        self.failed_builds = [str(x) for x in built.failed_builds][:3]
+        note = inline_build_note(built.inline_builds)
         cached = object_note(self.objects.counts) if self.objects else ""
         self.passed("; ".join(x for x in (note, cached, f"evaluated class {self.entry_class}") if x))
 
@@ -279,14 +285,15 @@ class Supervisor:
                 if unseen
                 else f"variant {index} {overrides or '(default sizes)'}"
             )
-            answer, _ = self.ask({"op": "variant", "index": index, "overrides": overrides})
-            self.weights.setdefault(str(answer.get("weights", "")), []).append(index)
+            made, _ = self.ask(
+                {"op": "variant", "index": index, "overrides": overrides}, replies.VariantReply
+            )
+            self.weights.setdefault(made.weights, []).append(index)
             if self.device.type == "cuda":
                 # The candidate's JIT builds for these sizes, outside the GPU lock (worker.warm).
                 # Triton's interpreter builds nothing: on a CPU the call would only cost time.
-                header, _ = self.ask({"op": "warm"})
-                for facts in self.runs_of(header, label):
-                    self.check_facts(facts, "warm", f"{label}, warm-up call")
+                warm, _ = self.ask({"op": "warm"}, replies.WarmReply)
+                self.check_facts(warm.facts, "warm", f"{label}, warm-up call")
             # Declared variants get every seed; the unseen one a single seed, which is enough to
             # expose a kernel built for the shown shapes and keeps CPU evaluations short.
             for seed in range(1 if unseen else self.request.seeds):
@@ -309,25 +316,24 @@ class Supervisor:
             return "bytes"
         return "cuda-ipc" if self.ipc else f"bytes (CUDA IPC failed: {self.ipc_failure})"
 
-    def _outputs(self, header: dict[str, Any], blob: bytearray) -> list[Any]:
+    def _outputs(self, meta: list[dict[str, Any]], blob: bytearray) -> list[Any]:
         try:
             try:
-                return channel.decode_tensors(list(header["outputs"]), blob, self.device)
+                return channel.decode_tensors(meta, blob, self.device)
             except channel.SharingError as exc:
                 # IPC unavailable here (or a forged handle): the bytes, for this and later trials.
                 self.ipc_failure = str(exc)[:300] or type(exc).__name__
-                header, blob = self._ask({"op": "outputs"}, None)
-                return channel.decode_tensors(list(header["outputs"]), blob, self.device)
+                again, blob = self._ask({"op": "outputs"}, replies.OutputsReply, None)
+                return channel.decode_tensors(again.outputs, blob, self.device)
         except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise self.reject("protocol", f"undecodable outputs: {exc}") from exc
 
     def compared(
-        self, header: dict[str, Any], key: str, blob: bytearray, expected: list[Any], what: str
+        self, meta: list[dict[str, Any]], blob: bytearray, expected: list[Any], what: str
     ) -> Comparison:
-        """The outputs the worker sent as bytes under ``header[key]``, compared with ``expected``;
-        outputs that do not decode are the worker's protocol violation."""
+        """The outputs the worker sent as bytes (``meta``: their descriptions), compared with
+        ``expected``; outputs that do not decode are the worker's protocol violation."""
         try:
-            meta = list(header[key])
             got = channel.decode_tensors(meta, blob, self.device)
         except (channel.ChannelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise self.reject("protocol", f"undecodable outputs of {what}: {exc}") from exc
@@ -364,11 +370,15 @@ class Supervisor:
         # The copy of shared outputs and the comparison are GPU work too: inside the shared hold,
         # so they never overlap another candidate's timing.
         with self.gpu.hold("trial"):
-            header, blob = self._ask(command, run_reference)
-            for n, facts in enumerate(self.runs_of(header, label)):
-                self.check_facts(facts, "trial", f"{label}, seed {seed}, run {n + 1}")
-            got = self._outputs(header, blob)
-            result = compare(got, expected, self.tolerance, [m.get("device") for m in header["outputs"]])
+            trial, blob = self._ask(command, replies.TrialReply, run_reference)
+            if len(trial.runs) != repeat:
+                raise self.reject(
+                    "protocol", f"{label}: the worker reported {len(trial.runs)} of {repeat} runs"
+                )
+            for n, run in enumerate(trial.runs):
+                self.check_facts(run.facts, "trial", f"{label}, seed {seed}, run {n + 1}")
+            got = self._outputs(trial.outputs, blob)
+            result = compare(got, expected, self.tolerance, [m.get("device") for m in trial.outputs])
         trial_s = time.monotonic() - started  # on a CPU the first of a variant includes its JIT builds
         where = f"{label}, seed {seed}"
         self.checks.append(
@@ -383,32 +393,30 @@ class Supervisor:
         )
         if not result.ok:
             raise StageFailure(Status.INCORRECT, "correctness", f"{where}: {result.message}")
-        if any(not isinstance(facts.get("inputs_changed"), list) for facts in header["runs"]):
-            raise self.reject("protocol", f"{where}: the worker did not report which inputs the call changed")
-        changed = sorted({i for facts in header["runs"] for i in facts["inputs_changed"]})
+        changed = sorted({i for run in trial.runs for i in run.inputs_changed})
         if changed:
             raise StageFailure(
                 Status.INCORRECT, "correctness", f"{where}: the call modified input(s) {changed} in place"
             )
-        if not nondet and not header["deterministic"]:
-            self._check_repeat(header, expected, where)
+        if not nondet and not trial.deterministic:
+            self._check_repeat(expected, where)
         if record and not self.request.allow_torch:
-            candidate_ops = header["runs"][0].get("aten_ops")
-            if not isinstance(candidate_ops, dict):
+            candidate_ops = trial.runs[0].aten_ops
+            if candidate_ops is None:
                 raise self.reject("protocol", "the worker did not report the call's ATen ops")
             why = integrity.recomputed_reference(dict(reference_ops.ops), candidate_ops)
             if why:
                 raise self.reject("pytorch-recompute", f"{where}: {why}")
         return result.max_abs_error or 0.0
 
-    def _check_repeat(self, header: dict[str, Any], expected: list[Any], where: str) -> None:
+    def _check_repeat(self, expected: list[Any], where: str) -> None:
         """The repeat (a second call on the same input, after the allocator was poisoned again)
         exists to catch output that depends on memory the call never wrote or on a race: that
         shows as a second result out of tolerance. Two results that differ in the last bits and
         both match the reference are normal GPU practice (atomics in a reduction, split-K): a fact
         of the verdict (``details["nondeterministic"]``), not a refusal (issue 34)."""
-        second, blob = self._ask({"op": "outputs", "run": 1}, None)
-        result = self.compared(second, "outputs", blob, expected, "the repeat")
+        second, blob = self._ask({"op": "outputs", "run": 1}, replies.OutputsReply, None)
+        result = self.compared(second.outputs, blob, expected, "the repeat")
         if not result.ok:
             raise StageFailure(
                 Status.INCORRECT,

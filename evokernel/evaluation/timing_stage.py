@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet
+from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet, replies
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import timing_feedback
@@ -58,7 +58,7 @@ class Supervisor(confirmation.Supervisor, Protocol):
     def outputs_via(self) -> str: ...
 
     def compared(
-        self, header: dict[str, Any], key: str, blob: bytearray, expected: list[Any], what: str
+        self, meta: list[dict[str, Any]], blob: bytearray, expected: list[Any], what: str
     ) -> Comparison: ...
 
 
@@ -71,7 +71,7 @@ TIMING_CHECK_SEED = 7_000_003
 def run(sup: Supervisor, worst: float) -> Evaluation:
     sup.enter("timing")
     if len(sup.request.overrides) > 1 or sup.request.unseen is not None:
-        sup.ask({"op": "variant", "index": 0, "overrides": sup.request.overrides[0]})
+        sup.ask({"op": "variant", "index": 0, "overrides": sup.request.overrides[0]}, replies.VariantReply)
     confirming: dict[str, Any] = {}
     if sup.incumbent is not None:
         try:
@@ -79,11 +79,11 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
         except confirmation.IncumbentLost as exc:
             confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-    paired, header, blob = _paired_timing(sup, sup.request.timing, confirming)
-    sup.check_facts(header.get("facts"), "timing", "timing")
-    sup.check_facts(header.get("check"), "check", "timing, the call after the timed ones")
-    _check_timed_result(sup, header, blob)
-    new = header["timing"]
+    paired, finished, blob = _paired_timing(sup, sup.request.timing, confirming)
+    sup.check_facts(finished.facts, "timing", "timing")
+    sup.check_facts(finished.check, "check", "timing, the call after the timed ones")
+    _check_timed_result(sup, finished.check_outputs, blob)
+    new = finished.timing.to_dict()
     why = integrity.side_stream_work(new)
     if why:
         raise sup.reject("side-stream", why)
@@ -99,7 +99,7 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     if confirming:
         details["confirmation"] = confirming
     if profile:
-        details["profiling"] = profiling.profile_candidate(sup, sup.work, float(new["median_ms"]))
+        details["profiling"] = profiling.profile_candidate(sup, sup.work, float(finished.timing.median_ms))
     sup.enter("feedback")
     eager = {**(baselines.get("eager") or {}), "median_ms": paired.b_ms}
     feedback = timing_feedback(
@@ -114,7 +114,7 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
 
 def _paired_timing(
     sup: Supervisor, settings: TimingSettings, confirming: dict[str, Any]
-) -> tuple[PairedRatio, dict[str, Any], bytearray]:
+) -> tuple[PairedRatio, replies.FinishReply, bytearray]:
     """The candidate (in the worker) and the eager reference (here) timed in alternating blocks on
     the same inputs, in one window under the exclusive GPU lock (pairing.py), with a
     confirmation's incumbent as a third side; then the workers' ``finish`` phase, whose check call
@@ -131,12 +131,11 @@ def _paired_timing(
 
     def worker_block(worker: WorkerProcess | None) -> Block:
         def block(calls: int) -> list[float]:
-            answer, _ = sup.ask({"op": "time", "phase": "block", "calls": calls}, lock=False, worker=worker)
-            samples = answer.get("samples")
-            if (
-                not isinstance(samples, list)
-                or len(samples) != calls
-                or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
+            command = {"op": "time", "phase": "block", "calls": calls}
+            answer, _ = sup.ask(command, replies.BlockReply, lock=False, worker=worker)
+            samples = answer.samples
+            if len(samples) != calls or not all(
+                isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples
             ):
                 what = f"the worker answered a block of {calls} timed calls with {samples!r:.80}"
                 raise sup.reject("protocol", what)
@@ -157,15 +156,15 @@ def _paired_timing(
     pinning = cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None)
     with sup.gpu.hold("time"), torch.no_grad(), pinning as pinned:
         drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
-        answer, _ = sup.ask(start, lock=False)
+        settled, _ = sup.ask(start, replies.SettleReply, lock=False)
         timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
-        sides, call_ms = [worker_block(None), timer.block], [float(answer["call_ms"]), timer.settle()]
+        sides, call_ms = [worker_block(None), timer.block], [settled.call_ms, timer.settle()]
         if sup.incumbent is not None:
             try:
                 with confirmation.lost("while warming up for timing"):
-                    settled, _ = sup.ask(start, lock=False, worker=sup.incumbent)
+                    theirs_settled, _ = sup.ask(start, replies.SettleReply, lock=False, worker=sup.incumbent)
                 sides.append(worker_block(sup.incumbent))
-                call_ms.append(float(settled["call_ms"]))
+                call_ms.append(theirs_settled.call_ms)
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
@@ -174,14 +173,16 @@ def _paired_timing(
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
-        header, blob = sup.ask(finish, lock=False)
+        finished, blob = sup.ask(finish, replies.FinishReply, lock=False)
         if sup.incumbent is not None:
             try:
                 with confirmation.lost("the checks after its timed calls"):
-                    theirs, their_blob = sup.ask(finish, lock=False, worker=sup.incumbent)
-                    sup.check_facts(theirs.get("facts"), "timing", "the incumbent's timing")
-                    sup.check_facts(theirs.get("check"), "check", "the incumbent's call after the timed ones")
-                    _check_timed_result(sup, theirs, their_blob)
+                    theirs, their_blob = sup.ask(
+                        finish, replies.FinishReply, lock=False, worker=sup.incumbent
+                    )
+                    sup.check_facts(theirs.facts, "timing", "the incumbent's timing")
+                    sup.check_facts(theirs.check, "check", "the incumbent's call after the timed ones")
+                    _check_timed_result(sup, theirs.check_outputs, their_blob)
                 confirming.update(confirmation.record(ratios[1]))
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
@@ -189,7 +190,7 @@ def _paired_timing(
         pinned_record = pinned.record if pinned is not None else None
         sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
         timer.close()
-    return ratios[0], header, blob
+    return ratios[0], finished, blob
 
 
 def _drop_incumbent(sup: Supervisor) -> None:
@@ -198,14 +199,14 @@ def _drop_incumbent(sup: Supervisor) -> None:
         sup.incumbent = None
 
 
-def _check_timed_result(sup: Supervisor, header: dict[str, Any], blob: bytearray) -> None:
+def _check_timed_result(sup: Supervisor, outputs: list[dict[str, Any]], blob: bytearray) -> None:
     """The call after the timed ones ran on values none of them saw, in the same buffers: its
     output must match the reference's on those values (rule ``timed-result``)."""
     assert sup.timed_reference is not None
     task, reference = sup.timed_reference
     with sup.gpu.hold("reference"), torch.no_grad():
         expected = flatten(reference(*make_inputs(task, TIMING_CHECK_SEED, sup.device)))
-    result = sup.compared(header, "check_outputs", blob, expected, "the timing check")
+    result = sup.compared(outputs, blob, expected, "the timing check")
     if not result.ok:
         raise sup.reject(
             "timed-result",

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation, remote_builds
+from evokernel.evaluation import channel, guards, inline_builds, integrity, isolation, remote_builds, replies
 from evokernel.evaluation.feedback import failure_text, trim_traceback
 from evokernel.evaluation.loading import (
     bitwise_equal,
@@ -106,7 +106,7 @@ def serve(sock: socket.socket, close_fds: list[int], request: EvaluationRequest,
 
 def _ask_supervisor(sock: socket.socket, call: dict[str, Any]) -> dict[str, Any]:
     """A build request in the middle of a command (evaluation/remote_builds.py)."""
-    channel.send(sock, {"request": "build", "call": call})
+    channel.send(sock, replies.BuildRequest(call).to_json())
     header, _ = channel.recv(sock)
     return header
 
@@ -162,8 +162,8 @@ class _Worker:
             try:
                 header, blob = handlers[command["op"]](command)
             except CandidateFailure as failure:
-                header, blob = {"ok": False, **failure.__dict__}, b""
-                header.pop("args", None)
+                header = replies.Failure(failure.status, failure.reason, failure.feedback).to_json()
+                blob = b""
             channel.send(self.sock, header, blob)
 
     def build(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
@@ -183,14 +183,13 @@ class _Worker:
             # The CUDA context (~0.3 s of driver work) now, while the supervisor holds no GPU lock.
             torch.empty(1, device=self.device)
             self.pool_streams = integrity.pool_streams(self.device)
-        return {
-            "ok": True,
-            "facts": import_facts,
-            "inline_builds": dict(inline_builds.counts),
-            "entry_class": self.entry.__name__,
-            "failed_builds": list(integrity.failed_builds),
-            "isolation": self.confined,
-        }, b""
+        return replies.ImportReply(
+            facts=import_facts,
+            inline_builds=dict(inline_builds.counts),
+            entry_class=self.entry.__name__,
+            failed_builds=list(integrity.failed_builds),
+            isolation=self.confined,
+        ).to_json(), b""
 
     def variant(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         self.held_inputs = []
@@ -207,7 +206,7 @@ class _Worker:
             raise CandidateFailure("runtime_error", what, trim_traceback(exc)) from exc
         weights = copy_reference_weights(reference, self.model)
         del reference
-        return {"ok": True, "weights": weights}, b""
+        return replies.VariantReply(weights).to_json(), b""
 
     def warm(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One call at the variant's sizes whose result nobody looks at: Triton compiles at a
@@ -215,10 +214,13 @@ class _Worker:
         GPU lock the trials hold (gpulock.py). Its failures are the candidate's and its facts are
         checked, as in a trial (a thread started here would otherwise predate every trial)."""
         assert self.task is not None
-        _, facts = self._call(make_inputs(self.task, WARM_SEED, self.device))
-        return {"ok": True, "runs": [facts]}, b""
+        _, facts, _ = self._call(make_inputs(self.task, WARM_SEED, self.device))
+        return replies.WarmReply(facts).to_json(), b""
 
-    def _call(self, inputs: list[Any], record_ops: bool = False) -> tuple[Any, dict[str, Any]]:
+    def _call(
+        self, inputs: list[Any], record_ops: bool = False
+    ) -> tuple[Any, dict[str, Any], dict[str, Any] | None]:
+        """The call's output, its facts and, when ``record_ops``, its ATen compute ops."""
         observed = Observation(self.snapshot, self.device)
         recorder = integrity.ComputeOps() if record_ops else contextlib.nullcontext()
         try:
@@ -232,10 +234,8 @@ class _Worker:
             reason, feedback = failure_text(exc, "")
             limit = guards.limit_reached(exc)
             raise CandidateFailure(status, f"{limit} ({reason})" if limit else reason, feedback) from exc
-        facts = observed.facts()
-        if isinstance(recorder, integrity.ComputeOps):
-            facts["aten_ops"] = dict(recorder.ops)
-        return out, facts
+        ops = dict(recorder.ops) if isinstance(recorder, integrity.ComputeOps) else None
+        return out, observed.facts(), ops
 
     def _poison(self) -> None:
         """Fill the allocator's free blocks with 0xFF (NaN in every float dtype) so an output that is
@@ -256,16 +256,17 @@ class _Worker:
     def trial(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         assert self.task is not None
         inputs = make_inputs(self.task, int(command["seed"]), self.device)
-        runs, outputs = [], []
+        runs: list[replies.TrialRun] = []
+        outputs = []
         for n in range(int(command["repeat"])):
             call_inputs = clone(inputs)
             self._poison()
             # The ATen compute ops of the first call go to the pytorch-recompute rule when asked.
-            out, facts = self._call(call_inputs, record_ops=n == 0 and bool(command.get("record_ops")))
-            facts["inputs_changed"] = [
+            out, facts, ops = self._call(call_inputs, record_ops=n == 0 and bool(command.get("record_ops")))
+            changed = [
                 i for i, (a, b) in enumerate(zip(call_inputs, inputs, strict=True)) if not bitwise_equal(a, b)
             ]
-            runs.append(facts)
+            runs.append(replies.TrialRun(facts, changed, ops))
             outputs.append(flatten(out))
         self.out_bytes = sum(t.numel() * t.element_size() for t in outputs[0] if isinstance(t, torch.Tensor))
         deterministic = all(bitwise_equal(outputs[0], o) for o in outputs[1:])
@@ -276,14 +277,14 @@ class _Worker:
         # values and fails there, instead of passing when the allocator hands the address back.
         self.held_inputs = [inputs, call_inputs]
         meta, blob = channel.encode_tensors(self.outputs, self.shared if command.get("ipc") else None)
-        return {"ok": True, "runs": runs, "deterministic": deterministic, "outputs": meta}, blob
+        return replies.TrialReply(tuple(runs), deterministic, meta).to_json(), blob
 
     def resend(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """The last trial's outputs as bytes: for a supervisor that could not open their handles,
         or (``run``: 1) the repeat's, when it differed bit for bit from the first run."""
         run = int(command.get("run", 0))
         meta, blob = channel.encode_tensors(self.runs_outputs[run] if run else self.outputs)
-        return {"ok": True, "outputs": meta}, blob
+        return replies.OutputsReply(meta).to_json(), blob
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One phase of the candidate's side of the paired timing (worker_timing.py): ``settle``,
@@ -296,24 +297,21 @@ class _Worker:
                 self.timing = CandidateTiming.start(
                     self.model, self.task, self.device, self.snapshot, command
                 )
-                return self.timing.settle(), b""
+                return replies.SettleReply(self.timing.settle()).to_json(), b""
             if self.timing is None or phase not in ("block", "finish"):
-                return {
-                    "ok": False,
-                    "status": "runtime_error",
-                    "reason": f"timing phase {phase!r} out of order",
-                }, b""
+                out_of_order = replies.Failure("runtime_error", f"timing phase {phase!r} out of order", "")
+                return out_of_order.to_json(), b""
             if phase == "block":
-                return self.timing.block(int(command["calls"])), b""
+                return replies.BlockReply(self.timing.block(int(command["calls"]))).to_json(), b""
             timing, self.timing = self.timing, None
-            facts = timing.finish(self.device, self.pool_streams)
+            figures, facts = timing.finish(self.device, self.pool_streams)
         except TimingFailure as failure:
             raise CandidateFailure("runtime_error", failure.reason, failure.feedback) from failure
         copy_values(timing.buffers, make_inputs(self.task, int(command["check_seed"]), self.device))
         self._poison()
-        out, check_facts = self._call(timing.buffers)
+        out, check_facts, _ = self._call(timing.buffers)
         meta, blob = channel.encode_tensors(flatten(out))
-        return {"ok": True, **facts, "check": check_facts, "check_outputs": meta}, blob
+        return replies.FinishReply(figures, facts, check_facts, meta).to_json(), blob
 
     def profile(self, command: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """One call on the timing inputs under torch.profiler (profiling/timeline.py), after timing.
@@ -325,4 +323,4 @@ class _Worker:
                 found = timeline.profile_call(lambda: self.model(*inputs), self.device)
         except Exception as exc:  # noqa: BLE001 - a profile is advice; the verdict is already made
             found = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        return {"ok": True, "timeline": found}, b""
+        return replies.ProfileReply(found).to_json(), b""

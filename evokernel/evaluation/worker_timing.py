@@ -24,7 +24,8 @@ from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.feedback import trim_traceback
 from evokernel.evaluation.loading import clone, make_inputs
 from evokernel.evaluation.observe import Observation
-from evokernel.evaluation.timing import TimingSettings, finish_cuda
+from evokernel.evaluation.request_parts import timing_from_json
+from evokernel.evaluation.timing import TimingResult, TimingSettings, finish_cuda
 
 
 class TimingFailure(Exception):
@@ -64,17 +65,20 @@ class CandidateTiming:
             calls[0] += 1
             return out
 
-        settings = TimingSettings(**command["settings"])
+        settings = timing_from_json(command["settings"])  # every field, or an error naming it
         observed = Observation(snapshot, device)
         return cls(run, buffers, observed, calls, settings, BlockTimer(run, device, settings, refill))
 
-    def settle(self) -> dict[str, Any]:
-        return {"ok": True, "call_ms": self._guarded(self.timer.settle, "while warming up for timing")}
+    def settle(self) -> float:
+        """One call's milliseconds, after the warm-up."""
+        return self._guarded(self.timer.settle, "while warming up for timing")
 
-    def block(self, calls: int) -> dict[str, Any]:
-        return {"ok": True, "samples": self._guarded(lambda: self.timer.block(calls), "while timing")}
+    def block(self, calls: int) -> list[float]:
+        return self._guarded(lambda: self.timer.block(calls), "while timing")
 
-    def finish(self, device: torch.device, pool_streams: list[torch.cuda.Stream]) -> dict[str, Any]:
+    def finish(
+        self, device: torch.device, pool_streams: list[torch.cuda.Stream]
+    ) -> tuple[TimingResult, dict[str, Any]]:
         """The timing's figures and the facts of its calls (the check call is the worker's)."""
 
         def figures() -> Any:
@@ -84,7 +88,7 @@ class CandidateTiming:
         result = self._guarded(figures, "while timing")
         self.timer.close()
         self.observed.work_left(pool_streams)
-        return {"timing": result.to_dict(), "facts": self.observed.facts(self.calls[0])}
+        return result, self.observed.facts(self.calls[0])
 
     def _guarded(self, step: Callable[[], Any], during: str) -> Any:
         with torch.no_grad():

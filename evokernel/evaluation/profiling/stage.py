@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evokernel.evaluation.profiling import counters as ncu
 from evokernel.evaluation.profiling.verdict import classify, speed_of_light, task_work
+from evokernel.evaluation.replies import ProfileReply, R
 from evokernel.evaluation.verdict import StageFailure
 
 if TYPE_CHECKING:
@@ -56,11 +57,12 @@ class Supervisor(Protocol):
     def ask(
         self,
         command: dict[str, Any],
+        kind: type[R],
         meanwhile: Any = None,
         limit_s: float | None = None,
         lock: bool = True,
         worker: Any = None,
-    ) -> tuple[dict[str, Any], bytearray]: ...
+    ) -> tuple[R, bytearray]: ...
 
 
 __all__ = ["LEVELS", "level_of", "profile_candidate", "profile_reference", "task_work", "wanted"]
@@ -183,10 +185,10 @@ def profile_candidate(sup: Supervisor, work: dict[str, Any] | None, runtime_ms: 
     status = "ok"
     try:
         # CUPTI started with the worker (worker.serve); the profiled call holds the shared lock.
-        header, _ = sup.ask({"op": "profile"}, limit_s=STEP_TIMEOUT_S)
-        timeline = header.get("timeline")
-        if not isinstance(timeline, dict) or "error" in timeline:
-            status = f"failed: {(timeline or {}).get('error', 'no timeline')}"[:400]
+        profiled, _ = sup.ask({"op": "profile"}, ProfileReply, limit_s=STEP_TIMEOUT_S)
+        timeline = profiled.timeline
+        if "error" in timeline:
+            status = f"failed: {timeline['error']}"[:400]
             timeline = None
     except StageFailure as failure:  # a worker that hangs in CUPTI is killed at STEP_TIMEOUT_S
         status = f"failed: {failure.reason}"[:400]
