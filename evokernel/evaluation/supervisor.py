@@ -6,15 +6,14 @@ worker is driven over :mod:`evokernel.evaluation.channel`; every wait has the ev
 deadline, so a hang is a ``timeout`` of the stage it happened in, and a worker that dies is
 ``crashed`` with its signal or exit code.
 
-Over ~300 lines (about 400) on purpose: the stage sequence up to timing is one concept, read top
-to bottom; the worker process's handling (worker_process.py), the rule table (rules.py), the
-timing stage (timing_stage.py), the verdict (verdict.py) and the profiling stage
+The stage sequence up to timing is one concept, read top to bottom; one correctness trial
+(trial_stage.py), the worker process's handling (worker_process.py), the rule table (rules.py),
+the timing stage (timing_stage.py), the verdict (verdict.py) and the profiling stage
 (profiling/stage.py) are apart.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -24,12 +23,12 @@ from typing import Any
 
 import torch
 
-from evokernel.evaluation import channel, integrity, replies, rules, timing_stage
+from evokernel.evaluation import channel, replies, rules, timing_stage, trial_stage
 from evokernel.evaluation.correctness import Comparison, compare
 from evokernel.evaluation.cpu_usage import supervisor_seconds
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.inline_builds import inline_build_note
-from evokernel.evaluation.loading import build_reference, clone, flatten, load_source, make_inputs
+from evokernel.evaluation.loading import build_reference, load_source, make_inputs
 from evokernel.evaluation.object_cache import ObjectCache, object_note
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.replies import R
@@ -297,7 +296,9 @@ class Supervisor:
             # Declared variants get every seed; the unseen one a single seed, which is enough to
             # expose a kernel built for the shown shapes and keeps CPU evaluations short.
             for seed in range(1 if unseen else self.request.seeds):
-                worst = max(worst, self._trial(task, reference, index, seed, label, nondeterministic))
+                worst = max(
+                    worst, trial_stage.run_trial(self, task, reference, index, seed, label, nondeterministic)
+                )
         self.passed(f"{len(self.checks)} trials, max abs error {worst:.3g}")
         self.enter("integrity")
         self.passed(
@@ -316,7 +317,8 @@ class Supervisor:
             return "bytes"
         return "cuda-ipc" if self.ipc else f"bytes (CUDA IPC failed: {self.ipc_failure})"
 
-    def _outputs(self, meta: list[dict[str, Any]], blob: bytearray) -> list[Any]:
+    def outputs(self, meta: list[dict[str, Any]], blob: bytearray) -> list[Any]:
+        """A trial's outputs: through CUDA IPC while it works, then as bytes (resent)."""
         try:
             try:
                 return channel.decode_tensors(meta, blob, self.device)
@@ -342,90 +344,3 @@ class Supervisor:
     def _init_device(self) -> None:
         if self.device.type == "cuda":
             torch.empty(1, device=self.device)
-
-    def _trial(self, task: Any, reference: Any, index: int, seed: int, label: str, nondet: bool) -> float:
-        trial_seed = 1000 * index + seed
-        # The reference runs here, in another process with its own allocator, so the candidate can
-        # never be handed the reference's freed output (the point of KernelBench's candidate ->
-        # reference -> candidate order). The second candidate run (bit-for-bit determinism, again
-        # on a poisoned allocator) is on the default sizes' first seed; other trials run once,
-        # which keeps CPU interpreter evaluations near the former two-seed check.
-        repeat = 2 if seed == 0 and index == 0 else 1
-        # ATen compute ops of both sides, for the pytorch-recompute rule, on the default sizes' last
-        # seed: the seeds before it speak first (a wrong or non-tensor output is reported as such).
-        record = index == 0 and seed == self.request.seeds - 1
-        reference_ops = integrity.ComputeOps()
-        recording = reference_ops if record else contextlib.nullcontext()
-        expected: list[Any] = []
-
-        def run_reference() -> None:
-            # While the worker runs its trial (this side's inputs and reference call, at full
-            # sizes about as long as the candidate's side).
-            inputs = make_inputs(task, trial_seed, self.device)
-            with torch.no_grad(), recording:
-                expected.extend(flatten(reference(*clone(inputs))))
-
-        started = time.monotonic()
-        command = {"op": "trial", "seed": trial_seed, "repeat": repeat, "record_ops": record, "ipc": self.ipc}
-        # The copy of shared outputs and the comparison are GPU work too: inside the shared hold,
-        # so they never overlap another candidate's timing.
-        with self.gpu.hold("trial"):
-            trial, blob = self._ask(command, replies.TrialReply, run_reference)
-            if len(trial.runs) != repeat:
-                raise self.reject(
-                    "protocol", f"{label}: the worker reported {len(trial.runs)} of {repeat} runs"
-                )
-            for n, run in enumerate(trial.runs):
-                self.check_facts(run.facts, "trial", f"{label}, seed {seed}, run {n + 1}")
-            got = self._outputs(trial.outputs, blob)
-            result = compare(got, expected, self.tolerance, [m.get("device") for m in trial.outputs])
-        trial_s = time.monotonic() - started  # on a CPU the first of a variant includes its JIT builds
-        where = f"{label}, seed {seed}"
-        self.checks.append(
-            {
-                "variant": index,
-                "label": label,
-                "seed": seed,
-                "ok": result.ok,
-                "max_abs_error": result.max_abs_error,
-                "seconds": round(trial_s, 4),
-            }
-        )
-        if not result.ok:
-            raise StageFailure(Status.INCORRECT, "correctness", f"{where}: {result.message}")
-        changed = sorted({i for run in trial.runs for i in run.inputs_changed})
-        if changed:
-            raise StageFailure(
-                Status.INCORRECT, "correctness", f"{where}: the call modified input(s) {changed} in place"
-            )
-        if not nondet and not trial.deterministic:
-            self._check_repeat(expected, where)
-        if record and not self.request.allow_torch:
-            candidate_ops = trial.runs[0].aten_ops
-            if candidate_ops is None:
-                raise self.reject("protocol", "the worker did not report the call's ATen ops")
-            why = integrity.recomputed_reference(dict(reference_ops.ops), candidate_ops)
-            if why:
-                raise self.reject("pytorch-recompute", f"{where}: {why}")
-        return result.max_abs_error or 0.0
-
-    def _check_repeat(self, expected: list[Any], where: str) -> None:
-        """The repeat (a second call on the same input, after the allocator was poisoned again)
-        exists to catch output that depends on memory the call never wrote or on a race: that
-        shows as a second result out of tolerance. Two results that differ in the last bits and
-        both match the reference are normal GPU practice (atomics in a reduction, split-K): a fact
-        of the verdict (``details["nondeterministic"]``), not a refusal (issue 34)."""
-        second, blob = self._ask({"op": "outputs", "run": 1}, replies.OutputsReply, None)
-        result = self.compared(second.outputs, blob, expected, "the repeat")
-        if not result.ok:
-            raise StageFailure(
-                Status.INCORRECT,
-                "correctness",
-                f"{where}: a second run on the same input (memory poisoned again) gave another result, "
-                f"out of tolerance: {result.message} (output read from memory the call never wrote, "
-                "or a race)",
-            )
-        self.nondeterministic.append(
-            f"{where}: two runs on the same input differ in the last bits, both within tolerance "
-            f"(max abs error of the second {result.max_abs_error:.3g})"
-        )
