@@ -174,9 +174,10 @@ class TimingConfig:
     # (evaluation/cpu_pin.py).
     same_cpu: bool = True
     # With same_cpu: the window takes the fastest CPU it can claim, and a round of pairs whose host
-    # spin took over this times the fastest seen is left out and the window moves (0 = off): a
-    # GPU-bound candidate against a host-bound reference cannot cancel the host's speed, which
-    # moves 1.3-2x between CPUs and moments (evaluation/host_speed.py).
+    # spin took over this times the fastest seen, whose threads waited on a run queue or whose
+    # reference calls ran off the CPU for over (this - 1) of its time, is left out and the window
+    # moves (0 = off): a GPU-bound candidate against a host-bound reference cannot cancel the
+    # host's speed, which moves 1.3-3x between CPUs and moments (evaluation/host_speed.py).
     host_slowdown_limit: float = 1.15
 
     def for_baseline(self) -> TimingConfig:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
+from evokernel.evaluation.host_speed import own_schedstat
 from evokernel.evaluation.timing import (
     L2_FLUSH_BYTES,
     TimingSettings,
@@ -54,6 +55,14 @@ class BlockTimer:
         self._first: dict[str, Any] = {}
         self._last: dict[str, Any] = {}
         self._sm_mhz: list[int] = []
+        # The host's side of the timed calls (host_speed.py): per block, the ns spent issuing its
+        # calls and, of those, on a CPU and waiting on a run queue; per call of the last block,
+        # its wall and thread-CPU ns (timing.enqueue_batch).
+        self._host: list[tuple[int, int, int, int]] = []
+        self._last_calls: list[tuple[int, int]] = []
+        self._last_samples: list[float] = []
+        self._off_cpu_ms: list[float] = []
+        self.disturbed_blocks = 0
 
     def settle(self) -> float:
         """The first call (JIT builds, autotuning) and the discarded warm-up; returns one call's
@@ -78,10 +87,14 @@ class BlockTimer:
     def block(self, calls: int) -> list[float]:
         """``calls`` timed calls (at most MAX_BLOCK_CALLS); their milliseconds are kept and returned."""
         calls = max(1, min(MAX_BLOCK_CALLS, int(calls)))
+        wall, (cpu, wait) = time.perf_counter_ns(), own_schedstat()
+        per_call: list[tuple[int, int]] = []
         if not self.cuda:
-            samples = self._cpu_calls(calls)
+            samples = self._cpu_calls(calls, per_call)
+            self._issued(wall, cpu, wait, calls)
         else:
-            pairs = enqueue_batch(self.fn, self.flush, calls, self.prepare)
+            pairs = enqueue_batch(self.fn, self.flush, calls, self.prepare, per_call)
+            self._issued(wall, cpu, wait, calls)
             self.blocks += 1
             # Read while the block runs (after the synchronize the GPU is idle and says so): the
             # full state on blocks 1, 2, 4, 8, ... keeps NVML queries to a handful per timing.
@@ -94,24 +107,66 @@ class BlockTimer:
             if sm:
                 self._sm_mhz.append(sm)
             samples = collect_batch(pairs, self.device)
+        self._last_calls, self._last_samples = per_call, samples
+        self._off_cpu_ms.append(statistics.median((w - c) / 1e6 for w, c in per_call))
         self.samples.extend(samples)
         return samples
 
-    def _cpu_calls(self, calls: int) -> list[float]:
+    def disturbed(self, limit: float) -> bool:
+        """Whether the last block's typical call was issued with this thread off its CPU (runnable
+        on a run queue, its vCPU stolen below the VM, or asleep) for more than ``limit - 1`` of
+        the call's timed time: a host-bound call is then that much slow, whatever a spin before
+        the round said (host_speed.py). Medians, as the pair ratio takes them: one preempted call
+        in a block does not make it disturbed. Never without a limit."""
+        if limit <= 0 or not self._last_calls or not self._last_samples:
+            return False
+        off_cpu = statistics.median((w - c) / 1e6 for w, c in self._last_calls)
+        if off_cpu <= (limit - 1) * statistics.median(self._last_samples):
+            return False
+        self.disturbed_blocks += 1
+        return True
+
+    def _issued(self, wall: int, cpu: int, wait: int, calls: int) -> None:
+        now, (cpu_now, wait_now) = time.perf_counter_ns(), own_schedstat()
+        self._host.append((now - wall, cpu_now - cpu, wait_now - wait, calls))
+
+    def host(self) -> dict[str, float]:
+        """How the host issued the timed calls: ``issue_ms``, the median over blocks of one call's
+        issuing time (near the timed median: the call is host-bound, the host's speed is its
+        time); ``off_cpu_ms``, the median over blocks of a typical call's issuing time off the
+        CPU; ``cpu_share`` and ``wait_share``, the parts of all issuing time the thread spent on
+        a CPU and runnable on a run queue (the rest: asleep, or the CPU taken below the VM);
+        ``disturbed_blocks`` (:meth:`disturbed`)."""
+        if not self._host:
+            return {}
+        issued = sum(x[0] for x in self._host) or 1
+        return {
+            "issue_ms": round(statistics.median(x[0] / x[3] for x in self._host) / 1e6, 4),
+            "off_cpu_ms": round(statistics.median(self._off_cpu_ms), 4),
+            "cpu_share": round(sum(x[1] for x in self._host) / issued, 3),
+            "wait_share": round(sum(x[2] for x in self._host) / issued, 3),
+            "disturbed_blocks": self.disturbed_blocks,
+        }
+
+    def _cpu_calls(self, calls: int, host: list[tuple[int, int]] | None = None) -> list[float]:
         samples = []
         for _ in range(calls):
             if self.prepare is not None:
                 self.prepare()
-            t0 = time.perf_counter()
+            cpu = time.thread_time_ns()
+            t0 = time.perf_counter_ns()
             self.fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+            wall = time.perf_counter_ns() - t0
+            if host is not None:
+                host.append((wall, time.thread_time_ns() - cpu))
+            samples.append(wall / 1e6)
         return samples
 
     def result(self) -> TimingResult:
         """The summary of every timed sample so far, as a :class:`TimingResult`."""
         summary = _summary(self.samples or [0.0])
         if not self.cuda:
-            return replace(summary, warmup_ms=self.warmup_ms, method="perf_counter")
+            return replace(summary, warmup_ms=self.warmup_ms, method="perf_counter", host=self.host())
         clock = {}
         if self._last:
             clock = {
@@ -125,7 +180,9 @@ class BlockTimer:
                 "power_w": self._last.get("power_w"),
                 "reasons": self._last.get("reasons"),
             }
-        return replace(summary, warmup_ms=round(self.warmup_ms, 2), settled=self.settled, clock=clock)
+        return replace(
+            summary, warmup_ms=round(self.warmup_ms, 2), settled=self.settled, clock=clock, host=self.host()
+        )
 
     def close(self) -> None:
         self.flush = None

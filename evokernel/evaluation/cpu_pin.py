@@ -21,7 +21,8 @@ which the kernel drops when its holder dies however it dies) and takes the next 
 its own is claimed, so two timings never share a CPU.
 
 The window's CPU is the fastest it can claim, and it moves to another when its own slows down
-(host_speed.py, ``slowdown_limit``); the record says how often and by how much.
+or a round finds the window's threads waiting on its run queue (host_speed.py,
+``slowdown_limit``); the record says how often and by how much.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import contextlib
 import fcntl
 import math
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.host_speed import MAX_MOVES, Spin, settled_spin_us
+from evokernel.evaluation.host_speed import MAX_MOVES, Spin, run_queue_wait_ns, settled_spin_us
 
 
 def current_cpu() -> int:
@@ -55,7 +57,10 @@ class WindowCpu:
     ``pids`` pinned to it; :meth:`fast` checks its speed before a round and moves the window to a
     faster CPU when it slowed. ``record``: ``cpu``, ``claimed``, ``threads``, ``moved`` (threads
     found off the CPU at the end), ``error`` where a thread could not be pinned, and with a
-    ``slowdown_limit``: ``spin_us`` (the fastest spin seen), ``slow_rounds`` and ``moves``."""
+    ``slowdown_limit``: ``spin_us`` (the fastest spin seen), ``slow_rounds`` (slow by spin or by
+    contention), ``moves``, ``contended_rounds`` (run-queue waits past the limit), ``lost_rounds``
+    (a side's calls off the CPU past it: :meth:`undisturbed`) and ``wait_ms`` (the window's
+    threads' run-queue wait over the rounds)."""
 
     def __init__(
         self, pids: list[int], claims: Path | None, slowdown_limit: float = 0.0, spin: Spin = settled_spin_us
@@ -68,10 +73,14 @@ class WindowCpu:
         self._saved: dict[int, set[int]] = {}
         self._by_process: dict[int, set[int]] = {}
         self._best = math.inf
+        self._mark: tuple[int, int] | None = None  # (ns, run-queue ns) as the round began
+        self._contended = False
 
     def start(self) -> None:
         if self.limit > 0:
-            self.record.update(spin_us=0.0, slow_rounds=0, moves=0)
+            self.record.update(
+                spin_us=0.0, slow_rounds=0, moves=0, contended_rounds=0, lost_rounds=0, wait_ms=0.0
+            )
         here = current_cpu()
         order = [here, *sorted(self.mine - {here})] if here in self.mine else sorted(self.mine)
         speeds = self._scan(order) if self.limit > 0 else {}
@@ -80,19 +89,49 @@ class WindowCpu:
 
     def fast(self) -> bool:
         """Whether the next round runs at full host speed: a spin on the window's CPU within
-        ``slowdown_limit`` of the fastest seen, or, after a move, the new CPU's. Always true
+        ``slowdown_limit`` of the fastest seen, or, after a move, the new CPU's; a CPU the last
+        round found contended (:meth:`undisturbed`) is left as a slow one is. Always true
         without a limit; after ``MAX_MOVES`` moves a slow CPU stays and its rounds are slow."""
         if self.limit <= 0:
             return True
+        fast = self._check()
+        self._mark = (time.perf_counter_ns(), run_queue_wait_ns(self.pids))
+        return fast
+
+    def undisturbed(self, side_disturbed: bool = False) -> bool:
+        """Whether the round since :meth:`fast` ran without the window's threads waiting on a run
+        queue for more than ``slowdown_limit - 1`` of its time (the same limit: a side that
+        waited 15 % of a round ran up to 1.15x slow) and without ``side_disturbed``, a side's own
+        finding that its calls ran off the CPU (block_timer.BlockTimer.disturbed: stolen below
+        the VM, which no run queue shows). The next :meth:`fast` moves off a CPU that was
+        contended. Always true without a limit."""
+        if self.limit <= 0 or self._mark is None:
+            return True
+        wall = time.perf_counter_ns() - self._mark[0]
+        waited = run_queue_wait_ns(self.pids) - self._mark[1]
+        self._mark = None
+        self.record["wait_ms"] = round(self.record["wait_ms"] + waited / 1e6, 3)
+        contended = waited > (self.limit - 1) * wall
+        self.record["contended_rounds"] += int(contended)
+        self.record["lost_rounds"] += int(side_disturbed)
+        if not (contended or side_disturbed):
+            return True
+        self._contended = True
+        return False
+
+    def _check(self) -> bool:
+        contended, self._contended = self._contended, False
         spin = self.spin()
         self._best = min(self._best, spin)
-        if spin <= self.limit * self._best:
+        if spin <= self.limit * self._best and not contended:
             return True
         self.record["slow_rounds"] += 1
         if self.record["moves"] >= MAX_MOVES:
             return False
         speeds = self._scan(sorted(self.mine - {self.cpu}))
-        faster = sorted((c for c in speeds if speeds[c] < spin), key=speeds.__getitem__)
+        # Off a slow CPU to a faster one; off a contended one to the fastest other (its own spin
+        # ran in the first slice of its time and may look fast).
+        faster = sorted((c for c in speeds if contended or speeds[c] < spin), key=speeds.__getitem__)
         cpu, fd = self._claim_first(faster) if faster else (self.cpu, None)
         if cpu == self.cpu or (fd is None and self._fd is not None):
             if fd is not None:

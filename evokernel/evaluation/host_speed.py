@@ -13,10 +13,20 @@ round whose spin took more than ``host_slowdown_limit`` times the fastest spin t
 is left out of the ratio; the window then moves to the fastest free CPU (at most ``MAX_MOVES``
 times). The spin is plain interpreter work, as the host side of an eager call is: an SMT sibling
 busy under the hypervisor, a lower clock or a stolen slice slows both alike.
+
+What a spin cannot see is a CPU shared in time slices longer than itself: in two identical H200
+runs (2026-11-26, docs/benchmarks.md) ResNet-18's eager reference took 1.27 ms in every window of
+one run and 3.75 ms in every window of the other, with tight intervals, the candidate's 0.364 ms
+GPU-bound call unmoved and every spin fast. So a round is also judged after it ran: the window's
+threads' run-queue waits (:func:`run_queue_wait_ns`, cpu_pin.WindowCpu.undisturbed) and the
+reference's own calls' time off the CPU (wall minus thread CPU time, which excludes time stolen
+below the VM where the kernel accounts steal: block_timer.BlockTimer.disturbed), each against
+the same limit.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -45,3 +55,41 @@ def settled_spin_us() -> float:
 
 
 Spin = Callable[[], float]
+
+
+# What a spin cannot see, the scheduler's own accounting can: /proc/<pid>/task/<tid>/schedstat is
+# "<ns on a CPU> <ns runnable but waiting on a run queue> <slices>" (CONFIG_SCHED_INFO, on in every
+# distribution kernel). A pinned thread that waited on its CPU's run queue during a round was slowed
+# by exactly that wait, whatever took the CPU (a thread the scheduler put there, a neighbour pinned
+# there, a wake-up of our own), and a 0.4 ms spin run in the first slice after a move never sees it.
+
+
+def schedstat(path: str) -> tuple[int, int]:
+    """``(ns on a CPU, ns waiting on a run queue)`` of the thread at ``path``; (0, 0) when it is
+    gone or the kernel does not keep the figures."""
+    try:
+        with open(path) as f:
+            fields = f.read().split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
+def own_schedstat() -> tuple[int, int]:
+    """:func:`schedstat` of the calling thread, its CPU time from the thread clock: the file's
+    figure for a running thread lags by up to a scheduler tick (measured here: 0.88 of a busy
+    3 ms block)."""
+    return time.thread_time_ns(), schedstat("/proc/thread-self/schedstat")[1]
+
+
+def run_queue_wait_ns(pids: list[int]) -> int:
+    """Nanoseconds the calling thread and every thread of ``pids`` have waited on a run queue in
+    their lives (a thread that ended takes its share with it: compare deltas, not totals)."""
+    total = own_schedstat()[1]
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        total += sum(schedstat(f"/proc/{pid}/task/{tid}/schedstat")[1] for tid in tids)
+    return total

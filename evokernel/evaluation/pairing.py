@@ -22,6 +22,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS
 from evokernel.evaluation.timing import TimingSettings
@@ -29,6 +30,15 @@ from evokernel.exceptions import EvaluationError
 
 LEVEL = 0.95
 Block = Callable[[int], list[float]]
+
+
+class HostGate(Protocol):
+    """Whether the host ran a round at full speed (host_speed.py; cpu_pin.WindowCpu is one):
+    ``fast`` asked before the round, ``undisturbed`` after it; a round is kept when both say so."""
+
+    def fast(self) -> bool: ...
+
+    def undisturbed(self) -> bool: ...
 
 
 class PairingError(EvaluationError):
@@ -109,13 +119,13 @@ def paired_ratios(
     sides: list[Block],
     call_ms: list[float],
     settings: TimingSettings,
-    host_fast: Callable[[], bool] | None = None,
+    host: HostGate | None = None,
 ) -> list[PairedRatio]:
     """:func:`paired_ratio` of every side after the first against the first, all timed in one
     window, a block each per round in an order that rotates every round (A B C, B C A, ...: two
     sides are A B then B A), until every ratio's interval is narrow enough or a side is capped.
-    ``host_fast``, asked before each round: false leaves that round out (its time still counts
-    toward the caps), unless no round was fast by the cap (host_speed.py)."""
+    ``host``, asked before and after each round: a round it calls slow is left out (its time still
+    counts toward the caps), unless no round was fast by the cap (host_speed.py)."""
     start = time.perf_counter()
     n = len(sides)
     calls = [block_calls(ms, settings) for ms in call_ms]
@@ -126,17 +136,20 @@ def paired_ratios(
     slow_ratios: list[list[float]] = [[] for _ in range(n - 1)]
     rounds, stopped = 0, ""
     while not stopped:
-        fast = host_fast() if host_fast is not None else True
-        kept_samples, kept_ratios = (samples, ratios) if fast else (slow_samples, slow_ratios)
+        fast = host.fast() if host is not None else True
         medians = [0.0] * n
+        blocks: list[list[float]] = [[] for _ in sides]
         for step in range(n):
             side = (step + rounds) % n
             t0 = time.perf_counter()
-            block = sides[side](calls[side])
+            blocks[side] = sides[side](calls[side])
             spent[side] += (time.perf_counter() - t0) * 1e3
-            kept_samples[side].extend(block)
-            medians[side] = statistics.median(block)
+            medians[side] = statistics.median(blocks[side])
         rounds += 1
+        fast = (host.undisturbed() if host is not None else True) and fast
+        kept_samples, kept_ratios = (samples, ratios) if fast else (slow_samples, slow_ratios)
+        for side, block in enumerate(blocks):
+            kept_samples[side].extend(block)
         if medians[0] > 0 and all(m > 0 for m in medians[1:]):
             for k in range(1, n):
                 kept_ratios[k - 1].append(medians[k] / medians[0])

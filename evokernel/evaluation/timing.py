@@ -196,9 +196,12 @@ def enqueue_batch(
     flush: torch.Tensor | None,
     n: int = BATCH,
     prepare: Callable[[], Any] | None = None,
+    host: list[tuple[int, int]] | None = None,
 ) -> Pairs:
     """Queue ``n`` event-bracketed calls, each after ``prepare`` and an L2 flush when given; events
-    are read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps."""
+    are read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps.
+    ``host`` receives each call's ``(wall ns, thread CPU ns)`` from before its first event to after
+    its last (block_timer.py): the clock reads sit outside the events, so they time nothing."""
     pairs = []
     for _ in range(n):
         if prepare is not None:
@@ -206,9 +209,13 @@ def enqueue_batch(
         if flush is not None:
             flush.zero_()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if host is not None:
+            wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
         begin.record()
         fn()
         end.record()
+        if host is not None:
+            host.append((time.perf_counter_ns() - wall, time.thread_time_ns() - cpu))
         pairs.append((begin, end))
     return pairs
 

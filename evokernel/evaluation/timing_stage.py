@@ -169,7 +169,8 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
         try:
-            ratios = paired_ratios(sides, call_ms, settings, pinned.fast if pinned is not None else None)
+            gate = RoundGate(pinned, timer, limit) if pinned is not None else None
+            ratios = paired_ratios(sides, call_ms, settings, gate)
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
@@ -191,6 +192,22 @@ def _paired_timing(
         sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
         timer.close()
     return ratios[0], finished, blob
+
+
+class RoundGate:
+    """The host gate of a paired window (pairing.HostGate): before a round, the window CPU's
+    speed; after it, its threads' run-queue waits and the eager reference's own calls, whose
+    time off the CPU is measured here on the trusted side (block_timer.BlockTimer.disturbed). The
+    candidate's calls are not: what its worker would say of them is its word."""
+
+    def __init__(self, window: cpu_pin.WindowCpu, reference: BlockTimer, limit: float) -> None:
+        self.window, self.reference, self.limit = window, reference, limit
+
+    def fast(self) -> bool:
+        return self.window.fast()
+
+    def undisturbed(self) -> bool:
+        return self.window.undisturbed(self.reference.disturbed(self.limit))
 
 
 def _drop_incumbent(sup: Supervisor) -> None:

@@ -33,6 +33,7 @@ class TimingResult:
     warmup_ms: float | None = None
     settled: bool | None = None
     clock: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, float] = field(default_factory=dict)  # block_timer.BlockTimer.host
     seconds: float | None = None
     method: str = "cuda_events"
 

@@ -103,6 +103,12 @@ async def evaluate_all(
                 for k in ("pairs", "stopped", "halfwidth", "seconds", "slow_rounds")
             },
             "pinned": (paired.get("reference") or {}).get("pinned"),
+            # How each side's host issued its timed calls (block_timer.BlockTimer.host): the
+            # candidate's is its worker's word, a diagnosis only.
+            "host": {
+                "reference": (paired.get("reference") or {}).get("host"),
+                "candidate": ((ev.details.get("timing") or {}).get("candidate") or {}).get("host"),
+            },
             "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
             "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
             "timing_s": next(

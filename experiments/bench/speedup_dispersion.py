@@ -2,7 +2,9 @@
 speedups in two runs of ``field_verdicts.py`` (``--stream`` files), and optionally each loaded
 run against a quiet one (the same kernels one at a time).
 
-Prints the kernels that miss the goal (|change| > 5 %) with their intervals, then one JSON line:
+Prints the kernels that miss the goal (|change| > 5 %) with their intervals and both sides' medians,
+then one JSON line (``missed_moved``: of those, how many moved with the eager side, the candidate's,
+both or neither):
 median / p90 / worst |change| between the loaded runs, loaded vs quiet, and whether each run's
 95 % interval held the other run's figure.
 
@@ -64,6 +66,14 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+def side_moved(r1: dict[str, Any], r2: dict[str, Any], miss: float) -> str:
+    """Which side's median moved by more than ``miss`` between the runs: the eager reference's,
+    the candidate's, both or neither (the ratio moved inside the window)."""
+    eager = abs(r2["eager_ms"] / r1["eager_ms"] - 1) > miss
+    candidate = abs(r2["runtime_ms"] / r1["runtime_ms"] - 1) > miss
+    return "both" if eager and candidate else "eager" if eager else "candidate" if candidate else "neither"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -75,9 +85,11 @@ def main() -> None:
     args = parser.parse_args()
     a, b = load(args.first), load(args.second)
     between = changes(a, b)
+    moved = {"eager": 0, "candidate": 0, "both": 0, "neither": 0}
     print(f"{len(between)} kernels accepted in both runs")
-    print("| kernel | run 1 | run 2 | change | pairs (1/2) | stopped (1/2) |")
-    print("|---|---|---|---|---|---|")
+    columns = ["kernel", "run 1", "run 2", "change", "eager ms (1/2)", "candidate ms (1/2)"]
+    print("| " + " | ".join([*columns, "pairs (1/2)", "stopped (1/2)"]) + " |")
+    print("|---|---|---|---|---|---|---|---|")
     for k, change in sorted(between.items(), key=lambda kv: -kv[1]):
         if change <= args.miss:
             continue
@@ -90,7 +102,9 @@ def main() -> None:
 
         pairs = f"{(r1.get('paired') or {}).get('pairs')}/{(r2.get('paired') or {}).get('pairs')}"
         stops = f"{(r1.get('paired') or {}).get('stopped')}/{(r2.get('paired') or {}).get('stopped')}"
-        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {pairs} | {stops} |")
+        sides = " | ".join(f"{r1[x]:.4g} / {r2[x]:.4g}" for x in ("eager_ms", "runtime_ms"))
+        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {sides} | {pairs} | {stops} |")
+        moved[side_moved(r1, r2, args.miss)] += 1
     verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)
     result: dict[str, Any] = {
         "kernels": len(a),
@@ -98,6 +112,7 @@ def main() -> None:
         "accepted": [sum(map(accepted, a.values())), sum(map(accepted, b.values()))],
         "between_runs": quantiles(list(between.values())),
         "interval_holds_other_run": [covered(a, b), covered(b, a)],
+        "missed_moved": moved,
         "stopped_by_cap": [
             sum((r.get("paired") or {}).get("stopped") == "cap" for r in run.values() if accepted(r))
             for run in (a, b)

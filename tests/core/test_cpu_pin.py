@@ -180,3 +180,62 @@ def test_the_window_takes_a_fast_cpu_and_moves_when_its_own_slows() -> None:
 def test_without_a_limit_every_round_is_fast_and_nothing_is_measured() -> None:
     with one_cpu([], None) as window:
         assert window.fast() and "spin_us" not in window.record
+
+
+# A window whose spin always says "fast" (so only the run queue can tell), at nice 19 so that a
+# busy process put on its CPU takes nearly all of it: a ~10 ms round of work then waits on the run
+# queue for most of its time. Prints its CPU, then, once a line arrives, what the gate said.
+CONTENDED = """
+import json, os, sys
+from evokernel.evaluation.cpu_pin import one_cpu
+from evokernel.evaluation.host_speed import spin_us
+os.nice(19)
+with one_cpu([], None, 1.15, lambda: 1.0) as window:
+    print(window.cpu, flush=True)
+    sys.stdin.readline()
+    before = window.fast()
+    spin_us(300_000)
+    undisturbed = window.undisturbed()
+    after = window.fast()
+    said = {"before": before, "undisturbed": undisturbed, "after": after}
+    print(json.dumps({**said, **window.record}), flush=True)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_round_that_waited_on_the_run_queue_is_disturbed_and_the_window_moves() -> None:
+    window = subprocess.Popen(
+        [sys.executable, "-c", CONTENDED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    busy: subprocess.Popen[bytes] | None = None
+    try:
+        assert window.stdin is not None and window.stdout is not None
+        first = int(window.stdout.readline())
+        busy = hog(first)
+        window.stdin.write("go\n")
+        window.stdin.flush()
+        record = json.loads(window.stdout.readline())
+    finally:
+        window.kill()
+        window.wait()
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    assert record["before"] and not record["undisturbed"], record  # the spin could not see it
+    assert record["contended_rounds"] == 1 and record["wait_ms"] > 5, record
+    assert record["moves"] == 1 and record["cpu"] != first and record["after"], record
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_round_a_side_found_its_calls_off_the_cpu_in_moves_the_window() -> None:
+    mine = os.sched_getaffinity(0)
+    try:
+        with one_cpu([], None, 1.15, lambda: 1.0) as window:
+            first = window.cpu
+            assert window.fast() and window.undisturbed()
+            assert window.fast() and not window.undisturbed(side_disturbed=True)
+            assert window.fast()  # moved to another CPU, which spins as fast
+            record = dict(window.record)
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert record["lost_rounds"] == 1 and record["moves"] == 1 and record["cpu"] != first, record

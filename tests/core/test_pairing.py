@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import replace
 
 import pytest
+import torch
 
 from evokernel.config.schema import TimingConfig
-from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS
+from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS, BlockTimer
+from evokernel.evaluation.host_speed import spin_us
 from evokernel.evaluation.pairing import (
     PairingError,
     block_calls,
@@ -94,6 +97,19 @@ def test_a_block_never_asks_for_more_calls_than_a_block_timer_makes() -> None:
     assert block_calls(5.0, SETTINGS) == 2
 
 
+class Gate:
+    """A host gate whose verdicts the test sets: ``before`` and ``after`` each round."""
+
+    def __init__(self, before: object, after: object = lambda: True) -> None:
+        self.before, self.after = before, after
+
+    def fast(self) -> bool:
+        return bool(self.before())  # type: ignore[operator]
+
+    def undisturbed(self) -> bool:
+        return bool(self.after())  # type: ignore[operator]
+
+
 def test_rounds_the_host_was_slow_in_are_left_out() -> None:
     """A GPU-bound side A against a host-bound side B: B's calls take 1.5x when the host is slow,
     A's do not, so a slow round's ratio is 1.5x off and pairing cannot cancel it. Rounds the gate
@@ -110,7 +126,7 @@ def test_rounds_the_host_was_slow_in_are_left_out() -> None:
         return lambda calls: [ms * (1.5 if slow[0] and host_bound else 1.0)] * calls
 
     a, b = side(1.0, False), side(2.0, True)
-    result = paired_ratios([a, b], [1.0, 2.0], SETTINGS, gate)[0]  # type: ignore[list-item]
+    result = paired_ratios([a, b], [1.0, 2.0], SETTINGS, Gate(gate))[0]  # type: ignore[list-item]
     assert result.ratio == 2.0 and result.low == result.high == 2.0
     assert result.b_ms == 2.0 and result.slow_rounds == rounds[0] // 3 > 0
     assert result.pairs == rounds[0] - result.slow_rounds
@@ -120,5 +136,53 @@ def test_rounds_the_host_was_slow_in_are_left_out() -> None:
         return False
 
     capped = replace(SETTINGS, max_reps=20)  # 200 calls a side: 20 rounds of side A's 10
-    result = paired_ratios([a, b], [1.0, 2.0], capped, never)[0]  # type: ignore[list-item]
+    result = paired_ratios([a, b], [1.0, 2.0], capped, Gate(never))[0]  # type: ignore[list-item]
     assert result.stopped == "cap" and result.ratio == 3.0 and result.slow_rounds == result.pairs > 0
+
+
+def test_a_round_the_host_was_found_disturbed_in_afterwards_is_left_out() -> None:
+    """The spin before a round said fast, but the side's threads then waited on a run queue (the
+    gate's ``undisturbed``, asked after the round): that round's samples and ratio are left out."""
+    rounds = [0]
+    disturbed = [False]
+
+    def side(ms: float, host_bound: bool) -> object:
+        def block(calls: int) -> list[float]:
+            if not host_bound:  # side A runs first in even rounds, side B first in odd ones
+                disturbed[0] = rounds[0] % 4 == 1
+            return [ms * (2.0 if disturbed[0] and host_bound else 1.0)] * calls
+
+        return block
+
+    def after() -> bool:
+        rounds[0] += 1
+        return not disturbed[0]
+
+    a, b = side(1.0, False), side(2.0, True)
+    result = paired_ratios([a, b], [1.0, 2.0], SETTINGS, Gate(lambda: True, after))[0]  # type: ignore[list-item]
+    assert result.ratio == 2.0 and result.b_ms == 2.0  # no sample of a disturbed round kept
+    assert result.slow_rounds == sum(1 for r in range(rounds[0]) if r % 4 == 1) > 0
+
+
+def test_a_block_timer_says_how_the_host_issued_its_calls() -> None:
+    """On the CPU a call is all host: its issuing time is its time, and a busy loop's thread is
+    always either on a CPU or waiting for one (never asleep)."""
+    timer = BlockTimer(lambda: spin_us(20_000), torch.device("cpu"), SETTINGS)
+    timer.settle()
+    for _ in range(3):
+        timer.block(4)
+    result = timer.result()
+    assert result.host["issue_ms"] == pytest.approx(result.median_ms, rel=0.5)
+    assert result.host["cpu_share"] + result.host["wait_share"] > 0.9, result.host
+
+
+def test_a_block_whose_calls_ran_off_the_cpu_is_disturbed() -> None:
+    """A call that spends its time off the CPU (here asleep; on a GPU host, its vCPU stolen) is
+    that much slower than the host's speed; a busy call on a free CPU is not."""
+    asleep = BlockTimer(lambda: time.sleep(0.002), torch.device("cpu"), SETTINGS)
+    asleep.block(5)
+    assert asleep.disturbed(1.15) and asleep.result().host["disturbed_blocks"] == 1
+    assert not asleep.disturbed(0.0)  # no limit, no gate
+    busy = BlockTimer(lambda: spin_us(5_000), torch.device("cpu"), SETTINGS)
+    busy.block(5)
+    assert not busy.disturbed(1.15), busy.result().host
