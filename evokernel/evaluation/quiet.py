@@ -27,7 +27,8 @@ the supervisor's whole session) nor by the actor (Ray may kill it):
   sessions of their own);
 * windows stop the node at most ``MAX_DUTY`` of any ``DUTY_WINDOW_S``: timings back to back would
   otherwise starve the evaluations that feed them (a window past that is timed without stopping
-  anything and says so in ``details["gpu_lock"]["quiet"]``).
+  anything and says so in ``details["gpu_lock"]["quiet"]``, ``over_duty``); a window with
+  nothing to stop (one evaluation on the node) spends no duty and says nothing of it.
 
 Two timings on two GPUs of one node may overlap: the first to end continues the others while the
 second is still timing. Each keeper records only what it stopped, so nothing is continued twice
@@ -76,7 +77,8 @@ CONNECT_TIMEOUT_S = 1.0
 
 
 def _stat(pid: str) -> tuple[str, int, int, int] | None:
-    """(comm, ppid, session, start time) of ``pid``, or None when it is gone."""
+    """(comm, ppid, session, start time) of ``pid``, or None when it is gone (a zombie is: it
+    has nothing left to stop, and a dead session leader's session is over)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -84,6 +86,8 @@ def _stat(pid: str) -> tuple[str, int, int, int] | None:
         return None
     comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
     fields = stat[stat.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
     return comm, int(fields[1]), int(fields[3]), int(fields[19])
 
 
@@ -197,15 +201,17 @@ class Keeper:
             self.sessions[conn] = marker
             self._answer(conn, "registered")
         elif data.startswith(b"pause") and conn not in self.windows:
-            if self._duty() > MAX_DUTY * DUTY_WINDOW_S:
+            # Timings on the node's other GPUs are never stopped: their sessions are marked.
+            asker = os.getsid(_peer(conn))
+            (self.registry / "timing" / str(asker)).touch()
+            timing = {int(m.name) for m in (self.registry / "timing").iterdir() if m.name.isdigit()}
+            sessions = registered_sessions(self.registry) - timing
+            stopped = node_quiet_targets(registered_roots(self.registry), sessions, asker)
+            if not stopped:  # a node with nothing beside the timing: quiet already, no duty spent
+                answer = "paused 0"
+            elif self._duty() > MAX_DUTY * DUTY_WINDOW_S:
                 answer, stopped = "paused 0 duty", []
             else:
-                # Timings on the node's other GPUs are never stopped: their sessions are marked.
-                asker = os.getsid(_peer(conn))
-                (self.registry / "timing" / str(asker)).touch()
-                timing = {int(m.name) for m in (self.registry / "timing").iterdir() if m.name.isdigit()}
-                sessions = registered_sessions(self.registry) - timing
-                stopped = node_quiet_targets(registered_roots(self.registry), sessions, asker)
                 answer = f"paused {_signal_all(stopped, signal.SIGSTOP)}"
                 self.pauses.append([time.monotonic(), None])
             self.windows[conn] = (stopped, time.monotonic() + self.max_hold_s)

@@ -193,3 +193,23 @@ def test_a_pooled_builds_compiler_on_the_node_is_stopped_too(node: Node) -> None
         assert wait_for(build, {"S", "R"}) in {"S", "R"}
     finally:
         os.kill(build, signal.SIGKILL)
+
+
+def test_windows_stop_the_node_at_most_half_the_time_and_a_quiet_node_spends_none(node: Node) -> None:
+    """MAX_DUTY of DUTY_WINDOW_S (5 of 10 s): after that long stopped, the next window stops nothing
+    and says so; with nothing to stop (the build ended), a window is no use of the duty and does
+    not say it was over it."""
+    first, record = node.timing()
+    assert "'paused': 1" in record and "over_duty" not in record
+    assert wait_for(node.build, {"T"}) == "T"
+    time.sleep(5.2)
+    first.kill()
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
+    second, record = node.timing()
+    assert "'paused': 0" in record and "'over_duty': 1" in record
+    assert state(node.build) in {"S", "R"}  # timed beside it: the duty was spent
+    second.kill()
+    os.kill(node.build, signal.SIGKILL)  # the actor never reaps it: a zombie, nothing to stop
+    assert wait_for(node.build, {"Z", "gone"}) in {"Z", "gone"}
+    _, record = node.timing()  # the duty is still spent, but there is nothing to stop
+    assert "'paused': 0" in record and "over_duty" not in record
