@@ -66,6 +66,13 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+def reference_host(row: dict[str, Any]) -> str:
+    """How the eager reference's host issued its calls in the window (block_timer.BlockTimer.host:
+    a call's issuing ms and the share of it on a CPU), or "-" for rows from before it was kept."""
+    host = (row.get("host") or {}).get("reference") or {}
+    return f"{host['issue_ms']:.4g} ms, {host['cpu_share']:.2f}" if host else "-"
+
+
 def side_moved(r1: dict[str, Any], r2: dict[str, Any], miss: float) -> str:
     """Which side's median moved by more than ``miss`` between the runs: the eager reference's,
     the candidate's, both or neither (the ratio moved inside the window)."""
@@ -88,8 +95,9 @@ def main() -> None:
     moved = {"eager": 0, "candidate": 0, "both": 0, "neither": 0}
     print(f"{len(between)} kernels accepted in both runs")
     columns = ["kernel", "run 1", "run 2", "change", "eager ms (1/2)", "candidate ms (1/2)"]
-    print("| " + " | ".join([*columns, "pairs (1/2)", "stopped (1/2)"]) + " |")
-    print("|---|---|---|---|---|---|---|---|")
+    host = "reference issue ms, CPU share (1/2)"
+    print("| " + " | ".join([*columns, host, "pairs (1/2)", "stopped (1/2)"]) + " |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k, change in sorted(between.items(), key=lambda kv: -kv[1]):
         if change <= args.miss:
             continue
@@ -103,7 +111,8 @@ def main() -> None:
         pairs = f"{(r1.get('paired') or {}).get('pairs')}/{(r2.get('paired') or {}).get('pairs')}"
         stops = f"{(r1.get('paired') or {}).get('stopped')}/{(r2.get('paired') or {}).get('stopped')}"
         sides = " | ".join(f"{r1[x]:.4g} / {r2[x]:.4g}" for x in ("eager_ms", "runtime_ms"))
-        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {sides} | {pairs} | {stops} |")
+        issued = " / ".join(reference_host(r) for r in (r1, r2))
+        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {sides} | {issued} | {pairs} | {stops} |")
         moved[side_moved(r1, r2, args.miss)] += 1
     verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)
     result: dict[str, Any] = {
