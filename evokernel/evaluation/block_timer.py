@@ -117,7 +117,10 @@ class BlockTimer:
         on a run queue, its vCPU stolen below the VM, or asleep) for more than ``limit - 1`` of
         the call's timed time: a host-bound call is then that much slow, whatever a spin before
         the round said (host_speed.py). Medians, as the pair ratio takes them: one preempted call
-        in a block does not make it disturbed. Never without a limit."""
+        in a block does not make it disturbed. Never without a limit. Assumed, to be checked on
+        the GPU: a launch into a full queue waits on a CPU (the driver spins or yields), so a
+        GPU-bound call's issuing is not counted off the CPU; if ``lost_rounds`` shows on
+        GPU-bound references, it is not."""
         if limit <= 0 or not self._last_calls or not self._last_samples:
             return False
         off_cpu = statistics.median((w - c) / 1e6 for w, c in self._last_calls)
