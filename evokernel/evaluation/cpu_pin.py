@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.host_speed import MAX_MOVES, Spin, run_queue_wait_ns, settled_spin_us
+from evokernel.evaluation.host_speed import MAX_MOVES, Spin, run_queue_wait_ns, schedstat, settled_spin_us
 
 
 def current_cpu() -> int:
@@ -60,7 +60,7 @@ class WindowCpu:
     ``slowdown_limit``: ``spin_us`` (the fastest spin seen), ``slow_rounds`` (slow by spin or by
     contention), ``moves``, ``contended_rounds`` (run-queue waits past the limit), ``lost_rounds``
     (a side's calls off the CPU past it: :meth:`undisturbed`) and ``wait_ms`` (the window's
-    threads' run-queue wait over the rounds)."""
+    threads' run-queue wait over the rounds); at the end, ``busiest`` (:meth:`_busiest`)."""
 
     def __init__(
         self, pids: list[int], claims: Path | None, slowdown_limit: float = 0.0, spin: Spin = settled_spin_us
@@ -72,6 +72,7 @@ class WindowCpu:
         self._fd: int | None = None
         self._saved: dict[int, set[int]] = {}
         self._by_process: dict[int, set[int]] = {}
+        self._cpu_at_pin: dict[int, int] = {}  # ns on a CPU of each pinned thread as it was pinned
         self._best = math.inf
         self._mark: tuple[int, int] | None = None  # (ns, run-queue ns) as the round began
         self._contended = False
@@ -143,6 +144,7 @@ class WindowCpu:
         return speeds[cpu] <= self.limit * self._best
 
     def close(self) -> None:
+        self.record["busiest"] = self._busiest()
         for pid, mask in self._by_process.items():
             for tid in threads_of(pid):
                 with contextlib.suppress(OSError):
@@ -154,6 +156,23 @@ class WindowCpu:
         if self._fd is not None:
             os.close(self._fd)  # releases the claim
             self._fd = None
+
+    def _busiest(self, top: int = 4) -> list[list[Any]]:
+        """The pinned threads that ran most during the window, ``[name, ms on a CPU]``, 0.5 ms or
+        more: the worker's main thread runs the candidate's calls; any other busy thread shared
+        the window's CPU with both sides (a thread started in the window counts from 0)."""
+        ran: list[tuple[str, float]] = []
+        for pid in self._by_process:
+            for tid in threads_of(pid):
+                base = f"/proc/{pid}/task/{tid}"
+                ms = (schedstat(f"{base}/schedstat")[0] - self._cpu_at_pin.get(tid, 0)) / 1e6
+                if ms >= 0.5:
+                    try:
+                        name = Path(f"{base}/comm").read_text().strip()
+                    except OSError:
+                        continue
+                    ran.append((f"{name} ({'main' if tid == pid else 'thread'})", round(ms, 1)))
+        return [list(x) for x in sorted(ran, key=lambda x: -x[1])[:top]]
 
     def _scan(self, cpus: list[int]) -> dict[int, float]:
         """Each CPU's settled spin, the calling thread moved to it in turn (~1 ms a CPU)."""
@@ -198,6 +217,7 @@ class WindowCpu:
                     if first:  # a thread started later gets its process's set back (close)
                         self._saved[tid] = os.sched_getaffinity(tid)
                         self._by_process.setdefault(pid, self._saved[tid])
+                        self._cpu_at_pin[tid] = schedstat(f"/proc/{pid}/task/{tid}/schedstat")[0]
                     os.sched_setaffinity(tid, {cpu})
                     self.record["threads"] += 1
                 except ProcessLookupError:  # the thread ended between listing and pinning

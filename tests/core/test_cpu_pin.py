@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -239,3 +240,30 @@ def test_a_round_a_side_found_its_calls_off_the_cpu_in_moves_the_window() -> Non
     finally:
         os.sched_setaffinity(0, mine)
     assert record["lost_rounds"] == 1 and record["moves"] == 1 and record["cpu"] != first, record
+
+
+# A process whose second thread keeps busy: in a window it shares the window's CPU with both sides.
+BUSY_THREAD = """
+import threading, time
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin, name="spinner", daemon=True).start()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_window_says_which_pinned_threads_ran_in_it() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_THREAD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout is not None and busy.stdout.readline().strip() == "ready"
+        with one_cpu([busy.pid]) as window:
+            time.sleep(0.2)
+        record = window.record
+    finally:
+        busy.kill()
+        busy.wait()
+    names = [name for name, _ in record["busiest"]]
+    assert names and names[0].endswith("(thread)") and record["busiest"][0][1] > 20, record
+    assert not any(name.endswith("(main)") for name in names), record  # asleep all along

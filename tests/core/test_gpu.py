@@ -109,6 +109,11 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     assert pinned["threads"] >= threads and pinned["moved"] == 0, pinned
     assert pinned["claimed"] and "error" not in pinned, pinned
     assert pinned["spin_us"] > 0 and 0 <= pinned["moves"] <= pinned["slow_rounds"], pinned  # host_speed.py
+    # After each round: run-queue waits and the reference's calls off the CPU (block_timer.py).
+    assert pinned["contended_rounds"] >= 0 and pinned["lost_rounds"] >= 0 and pinned["wait_ms"] >= 0, pinned
+    assert pinned["busiest"] and pinned["busiest"][0][1] > 0, pinned  # the worker ran its calls
+    host = ev.details["timing"]["paired"]["reference"]["host"]
+    assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
 
 
 def check(ev: Evaluation, expect: Expectation) -> None:
