@@ -56,7 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evokernel.evaluation.quiet import QuietLink
+from evokernel.evaluation.quiet_link import QuietLink
 from evokernel.exceptions import EvaluationError
 
 if TYPE_CHECKING:

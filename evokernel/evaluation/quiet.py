@@ -15,7 +15,7 @@ Nothing may stay stopped when the one who asked dies, so the stopping is done by
 small process per evaluator actor in a session of its own, not by the supervisor (a timeout kills
 the supervisor's whole session) nor by the actor (Ray may kill it):
 
-* every supervisor keeps one connection to its actor's keeper for its life (:class:`QuietLink`):
+* every supervisor keeps one connection to its actor's keeper for its life (quiet_link.QuietLink):
   ``hello`` registers its session as an evaluation of the node (a file per session in the node's
   registry, so every actor's keeper sees it), ``pause`` asks for a window (answered ``paused N``),
   ``resume`` ends it; a connection that closes, which the kernel does when the supervisor dies
@@ -47,9 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from evokernel.exceptions import EvoKernelError
 
@@ -73,7 +71,6 @@ MAX_HOLD_S = 8.0
 # pausing (and says so), so builds always keep half the node's time.
 MAX_DUTY = 0.5
 DUTY_WINDOW_S = 10.0
-CONNECT_TIMEOUT_S = 1.0
 
 
 def _stat(pid: str) -> tuple[str, int, int, int] | None:
@@ -254,68 +251,6 @@ class Keeper:
 def _peer(conn: socket.socket) -> int:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[0])
-
-
-class QuietLink:
-    """A supervisor's connection to its actor's keeper, for the supervisor's life: registers its
-    evaluation as one a window stops, and asks for windows. A keeper that cannot be reached costs
-    the timings their quiet, never a verdict: ``record`` says so."""
-
-    def __init__(self, sock_path: str | None) -> None:
-        self.record: dict[str, Any] = {}
-        self.conn: socket.socket | None = None
-        if not sock_path:
-            return
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.settimeout(CONNECT_TIMEOUT_S)
-            conn.connect(sock_path)
-            self._say(conn, "hello")
-            self.conn = conn
-        except (OSError, IndexError) as exc:
-            self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-            conn.close()
-
-    @staticmethod
-    def _say(conn: socket.socket, text: str) -> list[str]:
-        conn.sendall(f"{text}\n".encode())
-        answer = conn.recv(64).decode().split()
-        if not answer:
-            raise ConnectionResetError("the keeper closed the connection")
-        return answer
-
-    @contextlib.contextmanager
-    def window(self) -> Iterator[None]:
-        """The block runs with the rest of the node stopped (when the keeper grants it)."""
-        if self.conn is None:
-            yield
-            return
-        started = time.perf_counter()
-        try:
-            answer = self._say(self.conn, "pause")
-            record = self.record
-            record["windows"] = record.get("windows", 0) + 1
-            record["paused"] = record.get("paused", 0) + int(answer[1])
-            if answer[2:] == ["duty"]:
-                record["over_duty"] = record.get("over_duty", 0) + 1
-            record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
-        except (OSError, IndexError, ValueError) as exc:
-            self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-            self.close()
-            yield
-            return
-        try:
-            yield
-        finally:
-            try:
-                self._say(self.conn, "resume")
-            except OSError:
-                self.close()  # the keeper continues what it stopped when the connection closes
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 def node_registry() -> Path:

@@ -34,7 +34,7 @@ ACTOR = textwrap.dedent(
 TIMING = textwrap.dedent(
     """
     import sys, time
-    from evokernel.evaluation.quiet import QuietLink
+    from evokernel.evaluation.quiet_link import QuietLink
     link = QuietLink(sys.argv[1])
     with link.window():
         print(link.record, flush=True)
@@ -57,7 +57,7 @@ BUILDER = textwrap.dedent(
 EVALUATION = textwrap.dedent(
     """
     import subprocess, sys, time
-    from evokernel.evaluation.quiet import QuietLink
+    from evokernel.evaluation.quiet_link import QuietLink
     link = QuietLink(sys.argv[1])
     child = subprocess.Popen(["sleep", "600"])
     print(child.pid, link.record, flush=True)
