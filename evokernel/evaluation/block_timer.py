@@ -56,12 +56,11 @@ class BlockTimer:
         self._last: dict[str, Any] = {}
         self._sm_mhz: list[int] = []
         # The host's side of the timed calls (host_speed.py): per block, the ns spent issuing its
-        # calls and, of those, on a CPU and waiting on a run queue; per call of the last block,
-        # its wall and thread-CPU ns (timing.enqueue_batch).
+        # calls and, of those, on a CPU and waiting on a run queue; and its typical call's ms off
+        # the CPU (from each call's wall and thread-CPU ns: timing.enqueue_batch) beside its
+        # median timed ms.
         self._host: list[tuple[int, int, int, int]] = []
-        self._last_calls: list[tuple[int, int]] = []
-        self._last_samples: list[float] = []
-        self._off_cpu_ms: list[float] = []
+        self._off_cpu: list[tuple[float, float]] = []
         self.disturbed_blocks = 0
 
     def settle(self) -> float:
@@ -107,8 +106,8 @@ class BlockTimer:
             if sm:
                 self._sm_mhz.append(sm)
             samples = collect_batch(pairs, self.device)
-        self._last_calls, self._last_samples = per_call, samples
-        self._off_cpu_ms.append(statistics.median((w - c) / 1e6 for w, c in per_call))
+        off_cpu_ms = statistics.median((w - c) / 1e6 for w, c in per_call)
+        self._off_cpu.append((off_cpu_ms, statistics.median(samples)))
         self.samples.extend(samples)
         return samples
 
@@ -121,10 +120,10 @@ class BlockTimer:
         the GPU: a launch into a full queue waits on a CPU (the driver spins or yields), so a
         GPU-bound call's issuing is not counted off the CPU; if ``lost_rounds`` shows on
         GPU-bound references, it is not."""
-        if limit <= 0 or not self._last_calls or not self._last_samples:
+        if limit <= 0 or not self._off_cpu:
             return False
-        off_cpu = statistics.median((w - c) / 1e6 for w, c in self._last_calls)
-        if off_cpu <= (limit - 1) * statistics.median(self._last_samples):
+        off_cpu_ms, median_ms = self._off_cpu[-1]
+        if off_cpu_ms <= (limit - 1) * median_ms:
             return False
         self.disturbed_blocks += 1
         return True
@@ -145,7 +144,7 @@ class BlockTimer:
         issued = sum(x[0] for x in self._host) or 1
         return {
             "issue_ms": round(statistics.median(x[0] / x[3] for x in self._host) / 1e6, 4),
-            "off_cpu_ms": round(statistics.median(self._off_cpu_ms), 4),
+            "off_cpu_ms": round(statistics.median(x[0] for x in self._off_cpu), 4),
             "cpu_share": round(sum(x[1] for x in self._host) / issued, 3),
             "wait_share": round(sum(x[2] for x in self._host) / issued, 3),
             "disturbed_blocks": self.disturbed_blocks,

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.host_speed import MAX_MOVES, Spin, run_queue_wait_ns, schedstat, settled_spin_us
+from evokernel.evaluation.host_speed import MAX_MOVES, Spin, own_schedstat, schedstat, settled_spin_us
 
 
 def current_cpu() -> int:
@@ -50,6 +50,16 @@ def threads_of(pid: int) -> list[int]:
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
     except FileNotFoundError:
         return []
+
+
+def run_queue_wait_ns(pids: list[int]) -> int:
+    """Nanoseconds the calling thread and every thread of ``pids`` have waited on a run queue in
+    their lives (host_speed.schedstat; a thread that ended takes its share with it: compare
+    deltas, not totals)."""
+    total = own_schedstat()[1]
+    for pid in pids:
+        total += sum(schedstat(f"/proc/{pid}/task/{tid}/schedstat")[1] for tid in threads_of(pid))
+    return total
 
 
 class WindowCpu:

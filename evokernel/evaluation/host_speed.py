@@ -18,7 +18,7 @@ What a spin cannot see is a CPU shared in time slices longer than itself: in two
 runs (2026-11-26, docs/benchmarks.md) ResNet-18's eager reference took 1.27 ms in every window of
 one run and 3.75 ms in every window of the other, with tight intervals, the candidate's 0.364 ms
 GPU-bound call unmoved and every spin fast. So a round is also judged after it ran: the window's
-threads' run-queue waits (:func:`run_queue_wait_ns`, cpu_pin.WindowCpu.undisturbed) and the
+threads' run-queue waits (cpu_pin.run_queue_wait_ns, cpu_pin.WindowCpu.undisturbed) and the
 reference's own calls' time off the CPU (wall minus thread CPU time, which excludes time stolen
 below the VM where the kernel accounts steal: block_timer.BlockTimer.disturbed), each against
 the same limit.
@@ -26,7 +26,6 @@ the same limit.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -80,16 +79,3 @@ def own_schedstat() -> tuple[int, int]:
     figure for a running thread lags by up to a scheduler tick (measured here: 0.88 of a busy
     3 ms block)."""
     return time.thread_time_ns(), schedstat("/proc/thread-self/schedstat")[1]
-
-
-def run_queue_wait_ns(pids: list[int]) -> int:
-    """Nanoseconds the calling thread and every thread of ``pids`` have waited on a run queue in
-    their lives (a thread that ended takes its share with it: compare deltas, not totals)."""
-    total = own_schedstat()[1]
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        total += sum(schedstat(f"/proc/{pid}/task/{tid}/schedstat")[1] for tid in tids)
-    return total
