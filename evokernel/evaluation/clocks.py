@@ -10,8 +10,10 @@ nothing to ask (no GPU, no driver library, no binding installed).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -126,3 +128,44 @@ def gpu_clocks(device: torch.device) -> dict[str, str]:
         return {}
     values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
     return dict(zip(query.split(","), values, strict=False))
+
+
+def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str, Any]:
+    """Which processes ran kernels on ``device`` since ``since_us`` (NVML's per-process SM samples,
+    microseconds since the epoch, ~6 a second): ``{"seen_self", "users": [[pid, max SM %, samples,
+    who]]}``, ``who`` being ``window`` for the timing's own processes (``window``) and otherwise the
+    process's name or ``?`` (another pid namespace: ``seen_self`` says whether NVML's pids are this
+    namespace's at all). Another context running in a timing window time-slices the GPU with
+    both sides (quiet.py), which no host measurement sees. ``{}`` where NVML is not there."""
+    if device.type != "cuda":
+        return {}
+    nvml = _library()
+    handle = _handle(nvml, device) if nvml is not None else None
+    if nvml is None or handle is None:
+        return {}
+    try:
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+    except nvml.NVMLError_NotFound:
+        samples = []  # no process ran a kernel since then
+    except nvml.NVMLError as exc:
+        return {"error": str(exc)}
+    peak: dict[int, list[int]] = {}
+    for s in samples:
+        if s.timeStamp >= since_us:
+            seen = peak.setdefault(int(s.pid), [0, 0])
+            seen[0], seen[1] = max(seen[0], int(s.smUtil)), seen[1] + 1
+    try:
+        running = {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    except nvml.NVMLError:
+        running = set()
+    users = [[pid, sm, n, _who(pid, window)] for pid, (sm, n) in sorted(peak.items()) if sm > 0]
+    return {"seen_self": os.getpid() in running, "users": users}
+
+
+def _who(pid: int, window: set[int]) -> str:
+    if pid in window:
+        return "window"
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"

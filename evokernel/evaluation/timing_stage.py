@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -24,6 +26,7 @@ import torch
 from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet, replies
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
+from evokernel.evaluation.clocks import gpu_users
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.host_clock import wait_gpu_quiet
 from evokernel.evaluation.loading import clone, flatten, make_inputs
@@ -156,6 +159,7 @@ def _paired_timing(
     pinning = cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None)
     with sup.gpu.hold("time"), torch.no_grad(), pinning as pinned:
         drained = wait_gpu_quiet(sup.device)  # what stopped evaluations had queued (quiet.py)
+        since_us = time.time_ns() // 1000
         settled, _ = sup.ask(start, replies.SettleReply, lock=False)
         timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
         sides, call_ms = [worker_block(None), timer.block], [settled.call_ms, timer.settle()]
@@ -189,6 +193,8 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
         pinned_record = pinned.record if pinned is not None else None
+        # Who else ran kernels in the window: another context time-slices the GPU with both sides.
+        drained.update(gpu_users(sup.device, since_us, {os.getpid(), *pins}))
         sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
         timer.close()
     return ratios[0], finished, blob

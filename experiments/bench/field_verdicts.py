@@ -109,6 +109,10 @@ async def evaluate_all(
                 "reference": (paired.get("reference") or {}).get("host"),
                 "candidate": ((ev.details.get("timing") or {}).get("candidate") or {}).get("host"),
             },
+            # The window's GPU: the drain before it, who else ran kernels in it (clocks.gpu_users),
+            # and the SM clock while the reference's blocks ran.
+            "gpu": (paired.get("reference") or {}).get("gpu"),
+            "clock": (paired.get("reference") or {}).get("clock"),
             "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
             "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
             "timing_s": next(
@@ -122,6 +126,7 @@ async def evaluate_all(
             "entry_class": ev.details.get("entry_class"),
             "checks": ev.details.get("checks", [])[-3:],
             "duration_s": round(ev.duration_s, 2),
+            "ended_at": round(time.time(), 1),  # to line a verdict up with a device log (nvidia-smi)
         }
         done.append(row)
         where = f"[{len(done)}/{len(pairs)}] {row['profile']} {row['solution']}"

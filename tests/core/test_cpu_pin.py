@@ -227,6 +227,40 @@ def test_a_round_that_waited_on_the_run_queue_is_disturbed_and_the_window_moves(
     assert record["moves"] == 1 and record["cpu"] != first and record["after"], record
 
 
+# A worker whose main thread waits (as one does between its blocks) while a helper thread runs.
+HELPER_BUSY = """
+import sys, threading
+threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_helper_thread_queued_behind_a_busy_cpu_is_not_a_contended_round() -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", HELPER_BUSY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    mine = os.sched_getaffinity(0)
+    busy: subprocess.Popen[bytes] | None = None
+    try:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        with one_cpu([worker.pid], None, 1.15, lambda: 1.0) as window:
+            busy = hog(window.cpu)  # the helper now gets about half of the window's CPU
+            assert window.fast()
+            time.sleep(0.3)
+            undisturbed = window.undisturbed()
+            record = dict(window.record)
+    finally:
+        os.sched_setaffinity(0, mine)
+        for proc in (worker, busy):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    # The helper waited ~150 ms of the 300; the threads that run the sides' calls did not.
+    assert undisturbed and record["contended_rounds"] == 0 and record["wait_ms"] < 45, record
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
 def test_a_round_a_side_found_its_calls_off_the_cpu_in_moves_the_window() -> None:
     mine = os.sched_getaffinity(0)

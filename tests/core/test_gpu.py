@@ -114,6 +114,11 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     assert pinned["busiest"] and pinned["busiest"][0][1] > 0, pinned  # the worker ran its calls
     host = ev.details["timing"]["paired"]["reference"]["host"]
     assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
+    # Who ran kernels in the window (clocks.gpu_users): the timing's own processes, nobody else.
+    gpu = ev.details["timing"]["paired"]["reference"]["gpu"]
+    assert gpu["quiet"] and gpu["users"], gpu
+    if gpu["seen_self"]:  # NVML's pids are this namespace's
+        assert {who for _, _, _, who in gpu["users"]} == {"window"}, gpu
 
 
 def check(ev: Evaluation, expect: Expectation) -> None:
