@@ -134,9 +134,10 @@ def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str
     """Which processes ran kernels on ``device`` since ``since_us`` (NVML's per-process SM samples,
     microseconds since the epoch, ~6 a second): ``{"seen_self", "users": [[pid, max SM %, samples,
     who]]}``, ``who`` being ``window`` for the timing's own processes (``window``) and otherwise the
-    process's name or ``?`` (another pid namespace: ``seen_self`` says whether NVML's pids are this
-    namespace's at all). Another context running in a timing window time-slices the GPU with
-    both sides (quiet.py), which no host measurement sees. ``{}`` where NVML is not there."""
+    process's name and state (:func:`_who`) or ``?`` (another pid namespace: ``seen_self`` says
+    whether NVML's pids are this namespace's at all). Another context running in a timing window
+    time-slices the GPU with both sides (quiet.py), which no host measurement sees. ``{}`` where
+    NVML is not there."""
     if device.type != "cuda":
         return {}
     nvml = _library()
@@ -163,9 +164,12 @@ def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str
 
 
 def _who(pid: int, window: set[int]) -> str:
+    """``window``, or the process's name and state letter (``T``: stopped by a quiet window, its
+    kernels already queued still running; ``R``/``S``: not stopped), or ``?``."""
     if pid in window:
         return "window"
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return "?"
+    return f"{stat[stat.index('(') + 1 : stat.rindex(')')]} {stat[stat.rindex(')') + 2]}"

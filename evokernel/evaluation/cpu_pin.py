@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.host_speed import MAX_MOVES, Spin, own_schedstat, schedstat, settled_spin_us
+from evokernel.evaluation.host_speed import MAX_MOVES, Spin, schedstat, settled_spin_us
 
 
 def current_cpu() -> int:
@@ -52,15 +52,29 @@ def threads_of(pid: int) -> list[int]:
         return []
 
 
-def run_queue_wait_ns(pids: list[int]) -> int:
-    """Nanoseconds the calling thread and the main thread of each of ``pids`` (the threads that
-    run the sides' calls) have waited on a run queue in their lives (host_speed.schedstat).
+class ThreadWait:
+    """How long the main thread of ``pid`` (the thread that runs a worker's timed calls) waited
+    on a run queue between :meth:`begin` and :meth:`end`, read on the trusted side from /proc
+    (host_speed.schedstat), never the worker's word.
 
-    Only those: a worker's helper threads (``cuda-EvtHandlr``, Python's) wake while the side that
-    runs spins in a CUDA synchronize on the window's one CPU and queue behind it, which slows
-    nothing timed; counted with them, 30-110 rounds of a window whose reference ran 99.8 % of its
-    wall time on the CPU read as contended (H200, session 19)."""
-    return own_schedstat()[1] + sum(schedstat(f"/proc/{pid}/task/{pid}/schedstat")[1] for pid in pids)
+    Only that thread, during its own block: the window's other threads (a worker's
+    ``cuda-EvtHandlr``, the supervisor's between its requests) wake while a side spins in a CUDA
+    synchronize on the window's one CPU and queue behind it, which slows nothing timed; summed with
+    them, 26-73 rounds of windows whose reference ran 99.8 % of its wall time on the CPU read as
+    contended (H200, session 19)."""
+
+    def __init__(self, pid: int) -> None:
+        self.path = f"/proc/{pid}/task/{pid}/schedstat"
+        self._mark = (0, 0)
+        self.last = (0, 0)  # the last block's (wall ns, wait ns), which the caller sets
+
+    def begin(self) -> None:
+        self._mark = (time.perf_counter_ns(), schedstat(self.path)[1])
+
+    def end(self) -> tuple[int, int]:
+        """``(wall ns, run-queue wait ns)`` since :meth:`begin`, kept as ``last``."""
+        self.last = (time.perf_counter_ns() - self._mark[0], schedstat(self.path)[1] - self._mark[1])
+        return self.last
 
 
 class WindowCpu:
@@ -69,9 +83,10 @@ class WindowCpu:
     faster CPU when it slowed. ``record``: ``cpu``, ``claimed``, ``threads``, ``moved`` (threads
     found off the CPU at the end), ``error`` where a thread could not be pinned, and with a
     ``slowdown_limit``: ``spin_us`` (the fastest spin seen), ``slow_rounds`` (slow by spin or by
-    contention), ``moves``, ``contended_rounds`` (run-queue waits past the limit), ``lost_rounds``
-    (a side's calls off the CPU past it: :meth:`undisturbed`) and ``wait_ms`` (the window's
-    threads' run-queue wait over the rounds); at the end, ``busiest`` (:meth:`_busiest`)."""
+    contention), ``moves``, ``contended_rounds`` (a worker's calling thread waited on the run
+    queue past the limit), ``lost_rounds`` (the reference's calls off the CPU past it) and
+    ``wait_ms`` (the workers' calling threads' run-queue wait in their blocks: :meth:`undisturbed`);
+    at the end, ``busiest`` (:meth:`_busiest`)."""
 
     def __init__(
         self, pids: list[int], claims: Path | None, slowdown_limit: float = 0.0, spin: Spin = settled_spin_us
@@ -85,7 +100,6 @@ class WindowCpu:
         self._by_process: dict[int, set[int]] = {}
         self._cpu_at_pin: dict[int, int] = {}  # ns on a CPU of each pinned thread as it was pinned
         self._best = math.inf
-        self._mark: tuple[int, int] | None = None  # (ns, run-queue ns) as the round began
         self._contended = False
 
     def start(self) -> None:
@@ -106,27 +120,21 @@ class WindowCpu:
         without a limit; after ``MAX_MOVES`` moves a slow CPU stays and its rounds are slow."""
         if self.limit <= 0:
             return True
-        fast = self._check()
-        self._mark = (time.perf_counter_ns(), run_queue_wait_ns(self.pids))
-        return fast
+        return self._check()
 
-    def undisturbed(self, side_disturbed: bool = False) -> bool:
-        """Whether the round since :meth:`fast` ran without the window's threads waiting on a run
-        queue for more than ``slowdown_limit - 1`` of its time (the same limit: a side that
-        waited 15 % of a round ran up to 1.15x slow) and without ``side_disturbed``, a side's own
-        finding that its calls ran off the CPU (block_timer.BlockTimer.disturbed: stolen below
-        the VM, which no run queue shows). The next :meth:`fast` moves off a CPU that was
-        contended. Always true without a limit."""
-        if self.limit <= 0 or self._mark is None:
+    def undisturbed(self, lost: bool = False, contended: bool = False, waited_ns: int = 0) -> bool:
+        """Whether the round since :meth:`fast` ran with each side's calls on the CPU: ``lost``,
+        the eager reference's own finding that its calls ran off the CPU past ``slowdown_limit``
+        (block_timer.BlockTimer.disturbed: on a run queue, or stolen below the VM, which no run
+        queue shows); ``contended``, a worker's calling thread waited on the run queue past
+        ``slowdown_limit - 1`` of its block (:class:`ThreadWait`; ``waited_ns`` in all). The
+        next :meth:`fast` moves off a CPU that was either. Always true without a limit."""
+        if self.limit <= 0:
             return True
-        wall = time.perf_counter_ns() - self._mark[0]
-        waited = run_queue_wait_ns(self.pids) - self._mark[1]
-        self._mark = None
-        self.record["wait_ms"] = round(self.record["wait_ms"] + waited / 1e6, 3)
-        contended = waited > (self.limit - 1) * wall
+        self.record["wait_ms"] = round(self.record["wait_ms"] + waited_ns / 1e6, 3)
         self.record["contended_rounds"] += int(contended)
-        self.record["lost_rounds"] += int(side_disturbed)
-        if not (contended or side_disturbed):
+        self.record["lost_rounds"] += int(lost)
+        if not (contended or lost):
             return True
         self._contended = True
         return False

@@ -17,9 +17,9 @@ busy under the hypervisor, a lower clock or a stolen slice slows both alike.
 What a spin cannot see is a CPU shared in time slices longer than itself: in two identical H200
 runs (2026-11-26, docs/benchmarks.md) ResNet-18's eager reference took 1.27 ms in every window of
 one run and 3.75 ms in every window of the other, with tight intervals, the candidate's 0.364 ms
-GPU-bound call unmoved and every spin fast. So a round is also judged after it ran: the window's
-threads' run-queue waits (cpu_pin.run_queue_wait_ns, cpu_pin.WindowCpu.undisturbed) and the
-reference's own calls' time off the CPU (wall minus thread CPU time, which excludes time stolen
+GPU-bound call unmoved and every spin fast. So a round is also judged after it ran: each worker's
+calling thread's run-queue wait in its block (cpu_pin.ThreadWait, cpu_pin.WindowCpu.undisturbed)
+and the reference's own calls' time off the CPU (wall minus thread CPU time, which excludes time stolen
 below the VM where the kernel accounts steal: block_timer.BlockTimer.disturbed), each against
 the same limit.
 """

@@ -132,10 +132,17 @@ def _paired_timing(
         turn[0] += 1
         copy_values(buffers, sets[turn[0] % len(sets)])
 
+    waits: list[cpu_pin.ThreadWait] = []  # each worker's calling thread, per block (RoundGate)
+
     def worker_block(worker: WorkerProcess | None) -> Block:
+        wait = cpu_pin.ThreadWait((worker or sup.worker).pid)
+        waits.append(wait)
+
         def block(calls: int) -> list[float]:
             command = {"op": "time", "phase": "block", "calls": calls}
+            wait.begin()
             answer, _ = sup.ask(command, replies.BlockReply, lock=False, worker=worker)
+            wait.end()
             samples = answer.samples
             if len(samples) != calls or not all(
                 isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples
@@ -173,7 +180,7 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
         try:
-            gate = RoundGate(pinned, timer, limit) if pinned is not None else None
+            gate = RoundGate(pinned, timer, waits, limit) if pinned is not None else None
             ratios = paired_ratios(sides, call_ms, settings, gate)
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
@@ -202,18 +209,27 @@ def _paired_timing(
 
 class RoundGate:
     """The host gate of a paired window (pairing.HostGate): before a round, the window CPU's
-    speed; after it, its threads' run-queue waits and the eager reference's own calls, whose
-    time off the CPU is measured here on the trusted side (block_timer.BlockTimer.disturbed). The
-    candidate's calls are not: what its worker would say of them is its word."""
+    speed; after it, whether each side's calls ran on the CPU: the eager reference's time off the
+    CPU in its calls (block_timer.BlockTimer.disturbed) and each worker's calling thread's
+    run-queue wait in its block (cpu_pin.ThreadWait), both read here on the trusted side."""
 
-    def __init__(self, window: cpu_pin.WindowCpu, reference: BlockTimer, limit: float) -> None:
-        self.window, self.reference, self.limit = window, reference, limit
+    def __init__(
+        self,
+        window: cpu_pin.WindowCpu,
+        reference: BlockTimer,
+        workers: list[cpu_pin.ThreadWait],
+        limit: float,
+    ) -> None:
+        self.window, self.reference, self.workers, self.limit = window, reference, workers, limit
 
     def fast(self) -> bool:
         return self.window.fast()
 
     def undisturbed(self) -> bool:
-        return self.window.undisturbed(self.reference.disturbed(self.limit))
+        blocks = [w.last for w in self.workers]
+        contended = any(waited > (self.limit - 1) * wall for wall, waited in blocks)
+        lost = self.reference.disturbed(self.limit)
+        return self.window.undisturbed(lost, contended, sum(waited for _, waited in blocks))
 
 
 def _drop_incumbent(sup: Supervisor) -> None:

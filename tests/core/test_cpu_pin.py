@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evokernel.evaluation.cpu_pin import current_cpu, one_cpu, threads_of
+from evokernel.evaluation.cpu_pin import ThreadWait, current_cpu, one_cpu, threads_of
 
 # A process with two idle threads that starts a third when its stdin gets a line.
 CHILD = """
@@ -186,48 +186,14 @@ def test_without_a_limit_every_round_is_fast_and_nothing_is_measured() -> None:
 # A window whose spin always says "fast" (so only the run queue can tell), at nice 19 so that a
 # busy process put on its CPU takes nearly all of it: a ~10 ms round of work then waits on the run
 # queue for most of its time. Prints its CPU, then, once a line arrives, what the gate said.
-CONTENDED = """
-import json, os, sys
-from evokernel.evaluation.cpu_pin import one_cpu
-from evokernel.evaluation.host_speed import spin_us
-os.nice(19)
-with one_cpu([], None, 1.15, lambda: 1.0) as window:
-    print(window.cpu, flush=True)
-    sys.stdin.readline()
-    before = window.fast()
-    spin_us(300_000)
-    undisturbed = window.undisturbed()
-    after = window.fast()
-    said = {"before": before, "undisturbed": undisturbed, "after": after}
-    print(json.dumps({**said, **window.record}), flush=True)
+# A worker's calling thread spinning (as in its block), or waiting while a helper thread spins.
+MAIN_BUSY = """
+import sys, threading
+threading.Thread(target=sys.stdin.readline, daemon=True).start()
+print("ready", flush=True)
+while True:
+    pass
 """
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
-def test_a_round_that_waited_on_the_run_queue_is_disturbed_and_the_window_moves() -> None:
-    window = subprocess.Popen(
-        [sys.executable, "-c", CONTENDED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    busy: subprocess.Popen[bytes] | None = None
-    try:
-        assert window.stdin is not None and window.stdout is not None
-        first = int(window.stdout.readline())
-        busy = hog(first)
-        window.stdin.write("go\n")
-        window.stdin.flush()
-        record = json.loads(window.stdout.readline())
-    finally:
-        window.kill()
-        window.wait()
-        if busy is not None:
-            busy.kill()
-            busy.wait()
-    assert record["before"] and not record["undisturbed"], record  # the spin could not see it
-    assert record["contended_rounds"] == 1 and record["wait_ms"] > 5, record
-    assert record["moves"] == 1 and record["cpu"] != first and record["after"], record
-
-
-# A worker whose main thread waits (as one does between its blocks) while a helper thread runs.
 HELPER_BUSY = """
 import sys, threading
 threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
@@ -236,44 +202,62 @@ sys.stdin.readline()
 """
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
-def test_a_helper_thread_queued_behind_a_busy_cpu_is_not_a_contended_round() -> None:
+def block_wait_ms(script: str) -> float:
+    """Run-queue wait of ``script``'s main thread over 300 ms, pinned with a hog on one CPU."""
     worker = subprocess.Popen(
-        [sys.executable, "-c", HELPER_BUSY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    mine = os.sched_getaffinity(0)
     busy: subprocess.Popen[bytes] | None = None
+    mine = os.sched_getaffinity(0)
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-        with one_cpu([worker.pid], None, 1.15, lambda: 1.0) as window:
-            busy = hog(window.cpu)  # the helper now gets about half of the window's CPU
-            assert window.fast()
+        with one_cpu([worker.pid], None) as window:
+            os.sched_setaffinity(0, mine - {window.cpu} or mine)  # the caller only reads /proc
+            busy = hog(window.cpu)
+            wait = ThreadWait(worker.pid)
+            wait.begin()
             time.sleep(0.3)
-            undisturbed = window.undisturbed()
-            record = dict(window.record)
+            wall_ns, waited_ns = wait.end()
+            assert wait.last == (wall_ns, waited_ns)
     finally:
         os.sched_setaffinity(0, mine)
         for proc in (worker, busy):
             if proc is not None:
                 proc.kill()
                 proc.wait()
-    # The helper waited ~150 ms of the 300; the threads that run the sides' calls did not.
-    assert undisturbed and record["contended_rounds"] == 0 and record["wait_ms"] < 45, record
+    assert 290e6 < wall_ns < 600e6
+    return waited_ns / 1e6
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU besides the window's")
+def test_a_calling_thread_that_shares_its_cpu_with_a_busy_process_waits_half_its_block() -> None:
+    assert 100 < block_wait_ms(MAIN_BUSY) < 220
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU besides the window's")
+def test_a_helper_thread_queued_behind_a_busy_cpu_is_no_wait_of_the_calling_thread() -> None:
+    assert block_wait_ms(HELPER_BUSY) < 10
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
-def test_a_round_a_side_found_its_calls_off_the_cpu_in_moves_the_window() -> None:
+def test_a_round_a_side_found_contended_or_lost_moves_the_window() -> None:
     mine = os.sched_getaffinity(0)
     try:
         with one_cpu([], None, 1.15, lambda: 1.0) as window:
-            first = window.cpu
-            assert window.fast() and window.undisturbed()
-            assert window.fast() and not window.undisturbed(side_disturbed=True)
+            cpus = [window.cpu]
+            assert window.fast() and window.undisturbed(waited_ns=2_000_000)
+            assert window.fast() and not window.undisturbed(lost=True)
             assert window.fast()  # moved to another CPU, which spins as fast
+            cpus.append(window.cpu)
+            assert not window.undisturbed(contended=True, waited_ns=50_000_000)
+            assert window.fast()
+            cpus.append(window.cpu)
             record = dict(window.record)
     finally:
         os.sched_setaffinity(0, mine)
-    assert record["lost_rounds"] == 1 and record["moves"] == 1 and record["cpu"] != first, record
+    assert cpus[0] != cpus[1] != cpus[2], cpus
+    assert record["lost_rounds"] == 1 and record["contended_rounds"] == 1 and record["moves"] == 2, record
+    assert record["wait_ms"] == 52.0, record
 
 
 # A process whose second thread keeps busy: in a window it shares the window's CPU with both sides.
