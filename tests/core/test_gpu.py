@@ -4,6 +4,8 @@ hacks) are classified, and after each GPU fault the next candidate on the same G
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,44 @@ def test_a_confirmation_times_the_incumbent_in_the_candidates_window_on_the_gpu(
     assert_one_cpu(ev, threads=2)
 
 
+# Another process's kernels on the GPU all through the timing: not an evaluation, so nothing stops it.
+STRANGER = """
+import time, torch
+x = torch.randn(8192, 8192, device="cuda")
+torch.cuda.synchronize()
+print("busy", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    for _ in range(20):
+        x = (x @ x).clamp_(-1, 1)
+    torch.cuda.synchronize()
+"""
+
+
+def test_a_window_that_will_not_drain_is_given_up_and_the_last_says_who_was_there() -> None:
+    """Issue 35: a window whose GPU stays busy with another context (quiet.py cannot stop what is
+    already queued, nor a process that is not an evaluation) is asked for again, up to
+    BUSY_WINDOWS; the one kept records the stranger (clocks.gpu_users)."""
+    from evokernel.evaluation.timing_stage import BUSY_WINDOWS
+
+    stranger = subprocess.Popen([sys.executable, "-c", STRANGER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stranger.stdout is not None and stranger.stdout.readline().strip() == "busy"
+        task = SEEDED[0]
+        assert task.seed_source is not None
+        ev = run(task, task.seed_source)
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert ev.status is Status.CORRECT, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+    gpu = ev.details["timing"]["paired"]["reference"]["gpu"]
+    assert gpu["busy_windows"] == BUSY_WINDOWS - 1 and not gpu["quiet"], gpu
+    strangers = [who for _, sm, _, who in gpu["users"] if who != "window" and sm > 0]
+    assert strangers, gpu
+    if gpu["seen_self"]:
+        assert strangers[0].endswith(" R") or strangers[0].endswith(" S"), gpu  # running, not stopped
+
+
 def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     """The window's sides shared one CPU, claimed for it alone (cpu_pin.py), and no thread left it."""
     pinned = ev.details["timing"]["paired"]["reference"]["pinned"]
@@ -116,7 +156,7 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
     # Who ran kernels in the window (clocks.gpu_users): the timing's own processes, nobody else.
     gpu = ev.details["timing"]["paired"]["reference"]["gpu"]
-    assert gpu["quiet"] and gpu["users"], gpu
+    assert gpu["quiet"] and gpu["busy_windows"] == 0 and gpu["users"], gpu
     if gpu["seen_self"]:  # NVML's pids are this namespace's
         assert {who for _, _, _, who in gpu["users"]} == {"window"}, gpu
 
