@@ -4,7 +4,8 @@ run against a quiet one (the same kernels one at a time).
 
 Prints the kernels that miss the goal (|change| > 5 %) with their intervals and both sides' medians,
 then one JSON line (``missed_moved``: of those, how many moved with the eager side, the candidate's,
-both or neither):
+both or neither; ``missed_shared``: how many had another process's kernels in a window,
+``shared_windows`` per run):
 median / p90 / worst |change| between the loaded runs, loaded vs quiet, and whether each run's
 95 % interval held the other run's figure.
 
@@ -66,11 +67,30 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+# A stranger at this SM share or more shared the window (a process's own idle samples read 0-5 %).
+SHARED_SM = 20
+
+
 def reference_host(row: dict[str, Any]) -> str:
     """How the eager reference's host issued its calls in the window (block_timer.BlockTimer.host:
     a call's issuing ms and the share of it on a CPU), or "-" for rows from before it was kept."""
     host = (row.get("host") or {}).get("reference") or {}
     return f"{host['issue_ms']:.4g} ms, {host['cpu_share']:.2f}" if host else "-"
+
+
+def stranger(row: dict[str, Any]) -> str:
+    """Another process's kernels in the window (clocks.gpu_users): its peak SM % and state
+    (``T``: stopped, its queued kernels still running), "-" for none, "" for rows from before it
+    was kept; ``+N`` windows given up first (timing_stage.BUSY_WINDOWS)."""
+    gpu = row.get("gpu")
+    if not gpu or "users" not in gpu:
+        return ""
+    others = [u for u in gpu["users"] if u[3] != "window" and u[1] >= SHARED_SM]
+    given_up = f" +{gpu['busy_windows']}" if gpu.get("busy_windows") else ""
+    if not others:
+        return "-" + given_up
+    peak = max(others, key=lambda u: u[1])
+    return f"{peak[1]}% {peak[3].rsplit(' ', 1)[-1]}{given_up}"
 
 
 def side_moved(r1: dict[str, Any], r2: dict[str, Any], miss: float) -> str:
@@ -96,8 +116,9 @@ def main() -> None:
     print(f"{len(between)} kernels accepted in both runs")
     columns = ["kernel", "run 1", "run 2", "change", "eager ms (1/2)", "candidate ms (1/2)"]
     host = "reference issue ms, CPU share (1/2)"
-    print("| " + " | ".join([*columns, host, "pairs (1/2)", "stopped (1/2)"]) + " |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| " + " | ".join([*columns, host, "pairs (1/2)", "stopped (1/2)", "stranger (1/2)"]) + " |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    missed_shared = 0
     for k, change in sorted(between.items(), key=lambda kv: -kv[1]):
         if change <= args.miss:
             continue
@@ -112,7 +133,10 @@ def main() -> None:
         stops = f"{(r1.get('paired') or {}).get('stopped')}/{(r2.get('paired') or {}).get('stopped')}"
         sides = " | ".join(f"{r1[x]:.4g} / {r2[x]:.4g}" for x in ("eager_ms", "runtime_ms"))
         issued = " / ".join(reference_host(r) for r in (r1, r2))
-        print(f"| {k} | {fig(r1)} | {fig(r2)} | {change:.1%} | {sides} | {issued} | {pairs} | {stops} |")
+        shared = f"{stranger(r1)} / {stranger(r2)}"
+        missed_shared += "%" in shared
+        cells = [k, fig(r1), fig(r2), f"{change:.1%}", sides, issued, pairs, stops, shared]
+        print("| " + " | ".join(cells) + " |")
         moved[side_moved(r1, r2, args.miss)] += 1
     verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)
     result: dict[str, Any] = {
@@ -122,6 +146,8 @@ def main() -> None:
         "between_runs": quantiles(list(between.values())),
         "interval_holds_other_run": [covered(a, b), covered(b, a)],
         "missed_moved": moved,
+        "missed_shared": missed_shared,
+        "shared_windows": [sum("%" in stranger(r) for r in run.values() if accepted(r)) for run in (a, b)],
         "stopped_by_cap": [
             sum((r.get("paired") or {}).get("stopped") == "cap" for r in run.values() if accepted(r))
             for run in (a, b)
