@@ -14,9 +14,11 @@ shared, stalled every timing behind them: creating the two CUDA contexts (~0.3 s
 candidate's warm-up call at a variant's sizes, in which Triton compiles its kernels (1-4 s of CPU
 per candidate). On the H100 with 8 candidates in flight, the first trial of each variant (JIT builds
 inside) took a median 3.3 s under the shared lock, and a candidate waited a median 14.9 s (up to 26
-s) for the lock (2026-11-23, docs/benchmarks.md). What a timing may now overlap is one call of
-another candidate's kernels; the timed median over hundreds of calls absorbs that, and a hung
-warm-up kernel time-slices the GPU exactly as a hold released early (below) did.
+s) for the lock (2026-11-23, docs/benchmarks.md). What a timing may now overlap is another
+candidate's warm-up call, or a trial whose hold was released early (below), and a slow
+candidate's call runs for seconds, through a whole window (the H200 runs of 2026-11-26: 9 of 41
+windows, the eager reference a median 2.15x slow); so the window first drains the GPU and gives
+itself up when it will not drain (timing_stage.quiet_window).
 
 Two ``flock`` files in the actor's lock directory implement it with writer preference: a timing
 first takes the *turnstile* exclusively and keeps it until it holds the *gate* exclusively, while

@@ -164,8 +164,10 @@ def _paired_timing(
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
     claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
     limit = settings.host_slowdown_limit  # host_speed.py
-    window, pinned, drained = _quiet_window(
-        sup, lambda: cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None)
+    window, pinned, drained = quiet_window(
+        sup.gpu,
+        sup.device,
+        lambda: cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None),
     )
     with window, torch.no_grad():
         since_us = time.time_ns() // 1000
@@ -218,18 +220,22 @@ BUSY_WINDOWS = 4
 BUSY_BACKOFF_S = 1.0
 
 
-def _quiet_window(
-    sup: Supervisor, pinning: Callable[[], contextlib.AbstractContextManager[cpu_pin.WindowCpu | None]]
+def quiet_window(
+    gpu: GpuLock,
+    device: torch.device,
+    pinning: Callable[[], contextlib.AbstractContextManager[cpu_pin.WindowCpu | None]],
+    drain: Callable[[torch.device], dict[str, Any]] = wait_gpu_quiet,
 ) -> tuple[contextlib.ExitStack, cpu_pin.WindowCpu | None, dict[str, Any]]:
-    """The timing window: the GPU held exclusively (the node stopped, quiet.py), the sides'
-    threads on one CPU, and the GPU drained of what others had queued (host_clock.wait_gpu_quiet);
-    up to ``BUSY_WINDOWS`` windows when it will not drain, the last one kept whatever it found.
-    The drain's record counts the windows given up (``busy_windows``)."""
+    """The timing window, to be entered: the GPU held exclusively (the node stopped, quiet.py),
+    the sides' threads on one CPU (``pinning``), and the GPU drained of what others had queued
+    (``drain``: host_clock.wait_gpu_quiet); up to ``BUSY_WINDOWS`` windows when it will not drain,
+    ``BUSY_BACKOFF_S`` apart with the lock free, the last one kept whatever it found. The drain's
+    record counts the windows given up (``busy_windows``)."""
     for busy in range(BUSY_WINDOWS):
         with contextlib.ExitStack() as stack:
-            stack.enter_context(sup.gpu.hold("time"))
+            stack.enter_context(gpu.hold("time"))
             pinned = stack.enter_context(pinning())
-            drained = wait_gpu_quiet(sup.device)
+            drained = drain(device)
             if drained.get("quiet", True) or busy == BUSY_WINDOWS - 1:
                 return stack.pop_all(), pinned, {**drained, "busy_windows": busy}
         time.sleep(BUSY_BACKOFF_S)

@@ -1,0 +1,93 @@
+"""The timing window's GPU (evaluation/timing_stage.quiet_window): a window whose GPU will not
+drain is given up, the GPU lock free in between, and asked for again; on a real lock's files."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evokernel.evaluation.gpulock import GpuLock
+from evokernel.evaluation.timing_stage import BUSY_WINDOWS, quiet_window
+
+CPU = torch.device("cpu")
+
+
+def gate_free(directory: Path) -> bool:
+    """Whether another supervisor's timing could take the lock's gate now (a file description of
+    its own: flock conflicts with this process's other holds as with any process's)."""
+    fd = os.open(directory / "gate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock where it was taken
+    return True
+
+
+def windows(tmp_path: Path, answers: list[bool]) -> tuple[dict[str, Any], list[bool], int]:
+    """A window on a real GpuLock whose drains answer ``answers`` in turn: the kept window's record,
+    whether the gate was held at each drain, and how often a watcher polling every 10 ms found it
+    free while the windows were asked for."""
+    lock = GpuLock(tmp_path)
+    with lock.hold("time"):
+        pass  # the lock files exist before the watcher opens them
+    replies = iter(answers)
+    held: list[bool] = []
+
+    def drain(device: torch.device) -> dict[str, Any]:
+        held.append(not gate_free(tmp_path))
+        return {"drain_ms": 1.0, "quiet": next(replies)}
+
+    free: list[bool] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            free.append(gate_free(tmp_path))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        window, pinned, record = quiet_window(lock, CPU, lambda: contextlib.nullcontext(None), drain)
+    finally:
+        done.set()
+        watcher.join()
+    assert pinned is None
+    with window:
+        assert not gate_free(tmp_path)  # the kept window holds the GPU until it ends
+    assert gate_free(tmp_path)
+    return record, held, sum(free)
+
+
+def test_a_window_that_will_not_drain_is_given_up_and_the_gpu_is_free_until_the_next(tmp_path: Path) -> None:
+    record, held, free_polls = windows(tmp_path, [False, False, True])
+    assert record == {"drain_ms": 1.0, "quiet": True, "busy_windows": 2}
+    assert held == [True, True, True]
+    assert free_polls >= 50  # two 1 s waits between the windows, the gate free: others may time
+
+
+def test_a_gpu_that_never_drains_is_timed_in_the_last_window_which_says_so(tmp_path: Path) -> None:
+    record, held, _ = windows(tmp_path, [False] * BUSY_WINDOWS)
+    assert record == {"drain_ms": 1.0, "quiet": False, "busy_windows": BUSY_WINDOWS - 1}
+    assert held == [True] * BUSY_WINDOWS
+
+
+def test_a_quiet_gpu_is_one_window(tmp_path: Path) -> None:
+    record, held, _ = windows(tmp_path, [True])
+    assert record["busy_windows"] == 0 and held == [True]
+
+
+def test_on_the_cpu_there_is_nothing_to_drain(tmp_path: Path) -> None:
+    window, _, record = quiet_window(GpuLock(tmp_path), CPU, lambda: contextlib.nullcontext(None))
+    with window:
+        pass
+    assert record == {"busy_windows": 0}
