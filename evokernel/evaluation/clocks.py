@@ -163,6 +163,25 @@ def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str
     return {"seen_self": os.getpid() in running, "users": users}
 
 
+# A process at this peak SM share or more shared a window: an idle context's samples read 0-5 %.
+SHARED_SM_PERCENT = 20
+
+
+def shared_with(record: dict[str, Any]) -> str:
+    """What a timing's stage line says of a window another process's kernels shared (the
+    :func:`gpu_users` record, with the drain's ``busy_windows``), or "" when none did."""
+    others = [u for u in record.get("users", []) if u[3] != "window" and u[1] >= SHARED_SM_PERCENT]
+    if not others:
+        return ""
+    pid, sm, _, who = max(others, key=lambda u: u[1])
+    given_up = record.get("busy_windows", 0)
+    after = f", after {given_up} window{'s' * (given_up != 1)} given up for it" if given_up else ""
+    return (
+        f"; another process's kernels ran in the window (pid {pid}, {who}, up to {sm} % of the "
+        f"SMs{after}): the figure may be off"
+    )
+
+
 def _who(pid: int, window: set[int]) -> str:
     """``window``, or the process's name and state letter (``T``: stopped by a quiet window, its
     kernels already queued still running; ``R``/``S``: not stopped), or ``?``."""

@@ -27,7 +27,7 @@ import torch
 from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet, replies
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
-from evokernel.evaluation.clocks import gpu_users
+from evokernel.evaluation.clocks import gpu_users, shared_with
 from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.host_clock import wait_gpu_quiet
 from evokernel.evaluation.loading import clone, flatten, make_inputs
@@ -98,6 +98,7 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     sup.passed(
         f"speedup {paired.ratio:.3g}x over eager in the same window, 95 % interval "
         f"{paired.low:.3g}-{paired.high:.3g} ({paired.pairs} pairs, stopped by {paired.stopped})"
+        + shared_with((sup.paired_reference or {}).get("gpu") or {})
     )
     details: dict[str, Any] = {**sup.details(), "outputs_via": sup.outputs_via()}
     if confirming:

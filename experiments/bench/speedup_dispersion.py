@@ -22,6 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from evokernel.evaluation.clocks import SHARED_SM_PERCENT
+
 
 def load(path: Path) -> dict[str, dict[str, Any]]:
     rows = {}
@@ -67,10 +69,6 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
-# A stranger at this SM share or more shared the window (a process's own idle samples read 0-5 %).
-SHARED_SM = 20
-
-
 def reference_host(row: dict[str, Any]) -> str:
     """How the eager reference's host issued its calls in the window (block_timer.BlockTimer.host:
     a call's issuing ms and the share of it on a CPU), or "-" for rows from before it was kept."""
@@ -85,7 +83,7 @@ def stranger(row: dict[str, Any]) -> str:
     gpu = row.get("gpu")
     if not gpu or "users" not in gpu:
         return ""
-    others = [u for u in gpu["users"] if u[3] != "window" and u[1] >= SHARED_SM]
+    others = [u for u in gpu["users"] if u[3] != "window" and u[1] >= SHARED_SM_PERCENT]
     given_up = f" +{gpu['busy_windows']}" if gpu.get("busy_windows") else ""
     if not others:
         return "-" + given_up

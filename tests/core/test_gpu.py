@@ -141,6 +141,8 @@ def test_a_window_that_will_not_drain_is_given_up_and_the_last_says_who_was_ther
     assert strangers, gpu
     if gpu["seen_self"]:
         assert strangers[0].endswith(" R") or strangers[0].endswith(" S"), gpu  # running, not stopped
+    timing = next(st for st in ev.details["stages"] if st["stage"] == "timing")
+    assert "another process's kernels ran in the window" in timing["reason"], timing
 
 
 def assert_one_cpu(ev: Evaluation, threads: int) -> None:
