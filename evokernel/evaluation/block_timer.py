@@ -116,10 +116,10 @@ class BlockTimer:
         on a run queue, its vCPU stolen below the VM, or asleep) for more than ``limit - 1`` of
         the call's timed time: a host-bound call is then that much slow, whatever a spin before
         the round said (host_speed.py). Medians, as the pair ratio takes them: one preempted call
-        in a block does not make it disturbed. Never without a limit. Assumed, to be checked on
-        the GPU: a launch into a full queue waits on a CPU (the driver spins or yields), so a
-        GPU-bound call's issuing is not counted off the CPU; if ``lost_rounds`` shows on
-        GPU-bound references, it is not."""
+        in a block does not make it disturbed. Never without a limit. A launch into a full queue
+        waits on a CPU (the driver spins), so a GPU-bound call's issuing is not counted off the
+        CPU: of 55 GPU-bound reference windows (issuing under half the call) in two H200 runs, 53
+        lost no round and the other two had 30 % of their issuing off the CPU (session 19)."""
         if limit <= 0 or not self._off_cpu:
             return False
         off_cpu_ms, median_ms = self._off_cpu[-1]
