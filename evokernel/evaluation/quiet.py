@@ -41,6 +41,7 @@ nor left stopped.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import selectors
 import signal
@@ -52,6 +53,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evokernel.evaluation import quiet_stops
+from evokernel.evaluation.quiet_stops import signal_all, stat
 from evokernel.exceptions import EvoKernelError
 
 
@@ -76,25 +79,10 @@ MAX_DUTY = 0.5
 DUTY_WINDOW_S = 10.0
 
 
-def _stat(pid: str) -> tuple[str, int, int, int] | None:
-    """(comm, ppid, session, start time) of ``pid``, or None when it is gone (a zombie is: it
-    has nothing left to stop, and a dead session leader's session is over)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return comm, int(fields[1]), int(fields[3]), int(fields[19])
-
-
 def node_quiet_targets(roots: set[int], sessions: set[int], exclude_session: int) -> list[tuple[int, int]]:
     """(pid, start time) of every process of the registered evaluation ``sessions`` and every
     compiler below one of ``roots``, outside ``exclude_session`` (the asker's)."""
-    table = {name: _stat(name) for name in os.listdir("/proc") if name.isdigit()}
+    table = {name: stat(name) for name in os.listdir("/proc") if name.isdigit()}
     parent = {int(pid): info[1] for pid, info in table.items() if info}
     found = []
     for pid, info in table.items():
@@ -126,22 +114,10 @@ def registered_sessions(registry: Path) -> set[int]:
     keeper killed with its files left behind leaves nothing that matches a live session)."""
     sessions = set()
     for entry in (registry / "sessions").iterdir() if (registry / "sessions").is_dir() else ():
-        info = _stat(entry.name) if entry.name.isdigit() else None
+        info = stat(entry.name) if entry.name.isdigit() else None
         if info is not None and info[2] == int(entry.name):
             sessions.add(int(entry.name))
     return sessions
-
-
-def _signal_all(pids: list[tuple[int, int]], sig: int) -> int:
-    done = 0
-    for pid, started in pids:
-        info = _stat(str(pid))
-        if info is None or info[3] != started:  # gone, or the pid was reused
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-            done += 1
-    return done
 
 
 class Keeper:
@@ -166,12 +142,15 @@ class Keeper:
             (registry / part).mkdir(parents=True, exist_ok=True, mode=0o700)
         # (start, end) of recent pauses, for the duty limit; end None while it lasts.
         self.pauses: list[list[float | None]] = []
+        # Per open window: its list on disk, so another keeper continues it should this one die.
+        self.lists: dict[socket.socket, Path] = {}
+        quiet_stops.continue_orphans(registry)
 
     def serve(self) -> None:
         try:
             while True:
-                timeout = min((end for _, end in self.windows.values()), default=None)
-                wait = None if timeout is None else max(0.0, timeout - time.monotonic())
+                timeout = min((end for _, end in self.windows.values()), default=math.inf)
+                wait = min(quiet_stops.SWEEP_S, max(0.0, timeout - time.monotonic()))
                 for key, _ in self.selector.select(wait):
                     if key.data == "lifeline":
                         if not os.read(sys.stdin.fileno(), 4096):
@@ -184,6 +163,7 @@ class Keeper:
                 for conn, (_, end) in list(self.windows.items()):
                     if time.monotonic() >= end:
                         self._resume(conn)
+                quiet_stops.continue_orphans(self.registry)  # what a killed keeper left stopped
         finally:
             for conn in list(self.windows):
                 self._resume(conn)
@@ -212,7 +192,8 @@ class Keeper:
             elif self._duty() > MAX_DUTY * DUTY_WINDOW_S:
                 answer, stopped = "paused 0 duty", []
             else:
-                answer = f"paused {_signal_all(stopped, signal.SIGSTOP)}"
+                self.lists[conn] = quiet_stops.record(self.registry, stopped)
+                answer = f"paused {signal_all(stopped, signal.SIGSTOP)}"
                 self.pauses.append([time.monotonic(), None])
             self.windows[conn] = (stopped, time.monotonic() + self.max_hold_s)
             self.timing[conn] = self.registry / "timing" / str(os.getsid(_peer(conn)))
@@ -239,7 +220,9 @@ class Keeper:
         if marker is not None:
             marker.unlink(missing_ok=True)
         builds, _ = self.windows.pop(conn)
-        _signal_all(builds, signal.SIGCONT)
+        signal_all(builds, signal.SIGCONT)
+        if conn in self.lists:
+            self.lists.pop(conn).unlink(missing_ok=True)
         for pause in self.pauses:  # one window at a time: the GPU lock is exclusive
             pause[1] = pause[1] or time.monotonic()
 

@@ -88,6 +88,7 @@ class Node:
         root = tmp / "actor"
         root.mkdir()
         self.procs: list[subprocess.Popen[str]] = []
+        self.extra: list[int] = []  # builds and keepers of other actors (another_actor)
         self.registry = tmp / "registry"
         self.actor = self.start(ACTOR, str(root), str(self.registry), str(self.compiler), str(hold_s))
         assert self.actor.stdout is not None
@@ -108,7 +109,7 @@ class Node:
         return proc, proc.stdout.readline()
 
     def close(self) -> None:
-        for pid in (self.build, self.keeper):
+        for pid in (self.build, self.keeper, *self.extra):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for proc in self.procs:
@@ -140,6 +141,42 @@ def test_a_build_paused_for_a_timing_resumes_when_the_actor_dies(node: Node) -> 
     assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
     assert wait_for(node.keeper, {"gone", "Z"}) in {"gone", "Z"}
     assert timing.poll() is None
+
+
+def another_actor(node: Node, tmp: Path) -> tuple[int, int]:
+    """A second evaluator actor of the node, with its own keeper and build: (build, keeper) pids."""
+    root = tmp / "actor2"
+    root.mkdir()
+    actor = node.start(ACTOR, str(root), str(node.registry), str(node.compiler), "30")
+    assert actor.stdout is not None
+    _, build, keeper = actor.stdout.readline().split()
+    node.extra.extend([int(build), int(keeper)])
+    return int(build), int(keeper)
+
+
+def test_what_a_killed_keeper_stopped_is_continued_by_another_keeper(node: Node, tmp_path: Path) -> None:
+    """Ray kills an actor's children with it, its keeper among them: another actor's keeper
+    continues what that keeper had stopped (quiet_stops.py)."""
+    another_actor(node, tmp_path)
+    timing, record = node.timing()
+    assert "'paused': 2" in record  # the first actor's build and the second's
+    assert wait_for(node.build, {"T"}) == "T"
+    os.kill(node.keeper, signal.SIGKILL)  # no lifeline, no resume: killed as Ray kills it
+    started = time.monotonic()
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
+    assert time.monotonic() - started < 3.0 and timing.poll() is None
+
+
+def test_a_keeper_that_starts_after_one_was_killed_continues_what_it_had_stopped(
+    node: Node, tmp_path: Path
+) -> None:
+    _, record = node.timing()
+    assert "'paused': 1" in record and wait_for(node.build, {"T"}) == "T"
+    os.kill(node.keeper, signal.SIGKILL)
+    time.sleep(0.5)
+    assert state(node.build) == "T"  # nobody else on the node knows
+    another_actor(node, tmp_path)  # the pool's replacement actor: its keeper starts
+    assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
 
 
 @pytest.mark.parametrize("node", [0.5], indirect=True)
