@@ -60,6 +60,15 @@ def _handle(nvml: Any, device: torch.device) -> Any:
     return _nvml[uuid]
 
 
+def _nvml_for(device: torch.device) -> tuple[Any, Any]:
+    """``(pynvml, the device's handle)``; the handle is None where there is nothing to ask (a CPU
+    device, no driver library, no binding)."""
+    if device.type != "cuda":
+        return None, None
+    nvml = _library()
+    return nvml, (_handle(nvml, device) if nvml is not None else None)
+
+
 def _ask(nvml: Any, name: str, handle: Any, *args: int) -> int | None:
     """One NVML query; None when it fails or the driver predates the entry point."""
     try:
@@ -79,11 +88,8 @@ def _reasons(nvml: Any, handle: Any) -> list[str] | None:
 
 def sm_clock_mhz(device: torch.device) -> int | None:
     """The SM clock now (one NVML query), or None where NVML is not there."""
-    if device.type != "cuda":
-        return None
-    nvml = _library()
-    handle = _handle(nvml, device) if nvml is not None else None
-    if nvml is None or handle is None:
+    nvml, handle = _nvml_for(device)
+    if handle is None:
         return None
     return _ask(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM)
 
@@ -93,11 +99,8 @@ def clock_state(device: torch.device) -> dict[str, Any]:
 
     ``reasons`` lists why the clock is below its maximum right now (``sw-power-cap``, ``hw-thermal``,
     ``idle``, ...); an empty list means nothing holds it back."""
-    if device.type != "cuda":
-        return {}
-    nvml = _library()
-    handle = _handle(nvml, device) if nvml is not None else None
-    if nvml is None or handle is None:
+    nvml, handle = _nvml_for(device)
+    if handle is None:
         return {}
     power_mw = _ask(nvml, "nvmlDeviceGetPowerUsage", handle)
     return {
@@ -138,11 +141,8 @@ def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str
     whether NVML's pids are this namespace's at all). Another context running in a timing window
     time-slices the GPU with both sides (quiet.py), which no host measurement sees. ``{}`` where
     NVML is not there."""
-    if device.type != "cuda":
-        return {}
-    nvml = _library()
-    handle = _handle(nvml, device) if nvml is not None else None
-    if nvml is None or handle is None:
+    nvml, handle = _nvml_for(device)
+    if handle is None:
         return {}
     try:
         samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)

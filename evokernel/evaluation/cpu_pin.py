@@ -66,7 +66,7 @@ class ThreadWait:
     def __init__(self, pid: int) -> None:
         self.path = f"/proc/{pid}/task/{pid}/schedstat"
         self._mark = (0, 0)
-        self.last = (0, 0)  # the last block's (wall ns, wait ns), which the caller sets
+        self.last = (0, 0)  # the last block's (wall ns, wait ns), as :meth:`end` found them
 
     def begin(self) -> None:
         self._mark = (time.perf_counter_ns(), schedstat(self.path)[1])

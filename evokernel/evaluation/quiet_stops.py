@@ -3,10 +3,11 @@
 A keeper (quiet.py) continues what it stopped when its window ends, when the asker dies and when
 its actor dies; it cannot when it is killed itself, and Ray kills an actor's child processes with
 the actor (``ray.kill``: a child in a session of its own included, seen here). Another actor's
-evaluations stopped by that keeper would then stay stopped until their own timeouts (a node lost
-mid-window in ``test_cluster_nodes`` stalled the run for the 120 s timeout). So a keeper writes the
-list before it stops anything, deletes it once it has continued them, and every keeper of the node
-continues the processes of lists whose keeper is gone, as it starts and then every ``SWEEP_S``.
+evaluations stopped by that keeper would then stay stopped until their own timeouts (which fits,
+unproven, a run in ``test_cluster_nodes`` that stalled for the 120 s timeout after a node loss).
+So a keeper writes the list before it stops anything, deletes it once it has continued them, and
+every keeper of the node continues the processes of lists whose keeper is gone, as it starts and
+then every ``SWEEP_S``.
 """
 
 from __future__ import annotations

@@ -213,10 +213,11 @@ def _paired_timing(
 
 
 # A window whose GPU stays busy with another context's work past the drain is given up and asked
-# for again, the node resumed in between: in a 16-in-flight H200 run 10 of 41 windows drained for
-# 2 s and then timed beside a stopped process's kernels at 50-87 % of the SMs (clocks.gpu_users),
-# their eager references up to 2.5x slow. The work is a slow candidate's unlocked warm-up call or
-# a trial whose hold was released early (gpulock.py): it ends, or its evaluation's timeout ends it.
+# for again, the node resumed in between: in a 16-in-flight H200 run 9 of 41 windows drained for
+# 2 s and then timed beside another process's kernels at 20-87 % of the SMs, stopped in 7
+# (clocks.gpu_users), their eager references a median 2.15x slow. The work is a slow candidate's
+# unlocked warm-up call or a trial whose hold was released early (gpulock.py): it ends, or its
+# evaluation's timeout ends it.
 BUSY_WINDOWS = 4
 BUSY_BACKOFF_S = 1.0
 
