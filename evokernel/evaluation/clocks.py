@@ -13,10 +13,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from evokernel.evaluation.host_clock import wait_gpu_quiet
 
 # nvmlClocksEventReasons bits (nvml.h), as the labels a timing record carries.
 _REASONS = {
@@ -165,12 +168,51 @@ def gpu_users(device: torch.device, since_us: int, window: set[int]) -> dict[str
 
 # A process at this peak SM share or more shared a window: an idle context's samples read 0-5 %.
 SHARED_SM_PERCENT = 20
+# How far back the drain's last check looks: NVML samples a process ~6 times a second, so 0.5 s
+# holds ~3 samples of anything still running.
+ALONE_LOOKBACK_US = 500_000
+# States (/proc/<pid>/stat) of a process that cannot be issuing work: stopped (a quiet window's
+# SIGSTOP: ``T``; a tracer's: ``t``), a zombie or dead (its context is gone).
+_NOT_ISSUING = frozenset("TtZX")
+
+
+def sharing_users(record: dict[str, Any]) -> list[list[Any]]:
+    """The users of a :func:`gpu_users` record that shared the window: not the window's own
+    processes, at :data:`SHARED_SM_PERCENT` of the SMs or more."""
+    return [u for u in record.get("users", []) if u[3] != "window" and u[1] >= SHARED_SM_PERCENT]
+
+
+def running_strangers(record: dict[str, Any]) -> list[list[Any]]:
+    """The sharing users still able to issue work: their state is this namespace's (``seen_self``)
+    and neither stopped nor gone. A stopped process's queued kernels drain (the probes wait for
+    them); a running one's never do, and short probes get through beside it in time slices."""
+    if not record.get("seen_self"):
+        return []  # NVML's pids are another namespace's: nobody here can be named or judged
+    return [u for u in sharing_users(record) if u[3] != "?" and u[3][-1] not in _NOT_ISSUING]
+
+
+def wait_gpu_alone(device: torch.device, window: set[int]) -> dict[str, Any]:
+    """The timing window's drain: :func:`~evokernel.evaluation.host_clock.wait_gpu_quiet` (what
+    stopped processes had queued runs out), then who ran kernels in the last
+    :data:`ALONE_LOOKBACK_US` (:func:`gpu_users`, ``window`` being the window's own pids). A
+    process outside the window, not stopped and at :data:`SHARED_SM_PERCENT` of the SMs or more
+    makes the window not quiet and is named in ``running``: the GPU time-slices between contexts,
+    so the probes alone cleared in 0.3 s beside a process running 8192x8192 matmuls back to back
+    (H100, session 20). ``{"drain_ms", "quiet"[, "running"]}``; ``{}`` off the GPU."""
+    drained = wait_gpu_quiet(device)
+    if not drained.get("quiet"):
+        return drained
+    since_us = time.time_ns() // 1000 - ALONE_LOOKBACK_US
+    running = running_strangers(gpu_users(device, since_us, window))
+    if running:
+        return {**drained, "quiet": False, "running": running}
+    return drained
 
 
 def shared_with(record: dict[str, Any]) -> str:
     """What a timing's stage line says of a window another process's kernels shared (the
     :func:`gpu_users` record, with the drain's ``busy_windows``), or "" when none did."""
-    others = [u for u in record.get("users", []) if u[3] != "window" and u[1] >= SHARED_SM_PERCENT]
+    others = sharing_users(record)
     if not others:
         return ""
     pid, sm, _, who = max(others, key=lambda u: u[1])

@@ -95,3 +95,28 @@ def wait_gpu_quiet(device: torch.device) -> dict[str, Any]:
         torch.cuda.synchronize(device)
         idle = idle + 1 if (time.perf_counter() - t0) * 1e3 < IDLE_PROBE_MS else 0
     return {"drain_ms": round((time.perf_counter() - start) * 1e3, 3), "quiet": idle >= IDLE_PROBES}
+
+
+# Calls in one dispatch reading: a one-element add issues in ~5-10 us on an idle H100 host, so
+# 50 take well under a millisecond of the window.
+DISPATCH_CALLS = 50
+
+
+def dispatch_us(device: torch.device) -> float | None:
+    """The median host microseconds of issuing a one-element ``add_`` on ``device`` (no
+    synchronize between calls): the speed of the eager dispatch path -- the path a host-bound
+    eager reference's calls take -- on the calling thread's CPU now. The spin (host_speed.py) is
+    interpreter work only; this one goes through torch's dispatcher and the CUDA launch. Recorded
+    beside the window's spin, not gated on (issue 35: eager references ran up to 2.09x slower in
+    one run's window than in the other's with spins 1.01-1.14x apart). None off the GPU."""
+    if device.type != "cuda":
+        return None
+    probe = torch.zeros(1, device=device)
+    probe.add_(1)  # the first call of a thread pays for its setup
+    times = []
+    for _ in range(DISPATCH_CALLS):
+        t0 = time.perf_counter_ns()
+        probe.add_(1)
+        times.append(time.perf_counter_ns() - t0)
+    torch.cuda.synchronize(device)
+    return round(statistics.median(times) / 1e3, 2)

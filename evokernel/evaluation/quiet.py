@@ -9,10 +9,11 @@ host's load (other candidates' imports, Triton compiles, correctness checks). So
 supervisor holds the GPU lock exclusively, every *other evaluation* of the node (its supervisor,
 worker and everything they started) and every compiler under the node's evaluator actors is
 stopped (SIGSTOP) and continued (SIGCONT) right after; the timing then waits for work those
-processes had already queued on the GPU to drain (host_clock.wait_gpu_quiet). SIGSTOP stops a
-process, not the kernels it queued: in 9 of 41 windows of a 16-in-flight H200 run a stopped
-process's kernels ran through the window at 20-87 % of the SMs (clocks.gpu_users), so a window
-whose GPU will not drain is given up and asked for again (timing_stage.quiet_window).
+processes had already queued on the GPU to drain, and for no process outside the window to be
+running kernels (clocks.wait_gpu_alone). SIGSTOP stops a process, not the kernels it queued: in 9
+of 41 windows of a 16-in-flight H200 run a stopped process's kernels ran through the window at
+20-87 % of the SMs (clocks.gpu_users); and a process that is not an evaluation is never stopped.
+So a window whose GPU will not drain is given up and asked for again (timing_stage.quiet_window).
 
 Nothing may stay stopped when the one who asked dies, so the stopping is done by a *keeper*, one
 small process per evaluator actor in a session of its own, not by the supervisor (a timeout kills

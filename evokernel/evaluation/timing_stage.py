@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import confirmation, cpu_pin, integrity, quiet, replies
+from evokernel.evaluation import confirmation, cpu_pin, host_clock, integrity, quiet, replies
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
-from evokernel.evaluation.clocks import gpu_users, shared_with
+from evokernel.evaluation.clocks import gpu_users, shared_with, wait_gpu_alone
 from evokernel.evaluation.feedback import timing_feedback
-from evokernel.evaluation.host_clock import wait_gpu_quiet
 from evokernel.evaluation.loading import clone, flatten, make_inputs
 from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
 from evokernel.evaluation.profiling import stage as profiling
@@ -165,13 +164,16 @@ def _paired_timing(
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
     claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
     limit = settings.host_slowdown_limit  # host_speed.py
+    own = {os.getpid(), *pins}  # the window's processes: any other running kernels shares it
     window, pinned, drained = quiet_window(
         sup.gpu,
         sup.device,
         lambda: cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None),
+        lambda device: wait_gpu_alone(device, own),
     )
     with window, torch.no_grad():
         since_us = time.time_ns() // 1000
+        dispatch = [host_clock.dispatch_us(sup.device)]  # the eager path's speed (not gated on)
         settled, _ = sup.ask(start, replies.SettleReply, lock=False)
         timer = BlockTimer(lambda: reference(*buffers), sup.device, settings, refill)
         sides, call_ms = [worker_block(None), timer.block], [settled.call_ms, timer.settle()]
@@ -204,9 +206,10 @@ def _paired_timing(
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
-        pinned_record = pinned.record if pinned is not None else None
+        dispatch.append(host_clock.dispatch_us(sup.device))
+        pinned_record = {**pinned.record, "dispatch_us": dispatch} if pinned is not None else None
         # Who else ran kernels in the window: another context time-slices the GPU with both sides.
-        drained.update(gpu_users(sup.device, since_us, {os.getpid(), *pins}))
+        drained.update(gpu_users(sup.device, since_us, own))
         sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
         timer.close()
     return ratios[0], finished, blob
@@ -226,11 +229,12 @@ def quiet_window(
     gpu: GpuLock,
     device: torch.device,
     pinning: Callable[[], contextlib.AbstractContextManager[cpu_pin.WindowCpu | None]],
-    drain: Callable[[torch.device], dict[str, Any]] = wait_gpu_quiet,
+    drain: Callable[[torch.device], dict[str, Any]],
 ) -> tuple[contextlib.ExitStack, cpu_pin.WindowCpu | None, dict[str, Any]]:
     """The timing window, to be entered: the GPU held exclusively (the node stopped, quiet.py),
     the sides' threads on one CPU (``pinning``), and the GPU drained of what others had queued
-    (``drain``: host_clock.wait_gpu_quiet); up to ``BUSY_WINDOWS`` windows when it will not drain,
+    (``drain``: clocks.wait_gpu_alone, which also waits out another process running kernels);
+    up to ``BUSY_WINDOWS`` windows when it will not drain,
     ``BUSY_BACKOFF_S`` apart with the lock free, the last one kept whatever it found. The drain's
     record counts the windows given up (``busy_windows``)."""
     for busy in range(BUSY_WINDOWS):

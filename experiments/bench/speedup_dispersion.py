@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from evokernel.evaluation.clocks import SHARED_SM_PERCENT
+from evokernel.evaluation.clocks import sharing_users
 
 
 def load(path: Path) -> dict[str, dict[str, Any]]:
@@ -76,6 +76,16 @@ def reference_host(row: dict[str, Any]) -> str:
     return f"{host['issue_ms']:.4g} ms, {host['cpu_share']:.2f}" if host else "-"
 
 
+def host_speed(row: dict[str, Any]) -> str:
+    """The window CPU's fastest spin and the eager dispatch path's speed at the window's start and
+    end (cpu_pin.WindowCpu ``spin_us``, host_clock.dispatch_us), "-" for rows without them."""
+    pinned = row.get("pinned") or {}
+    if "spin_us" not in pinned:
+        return "-"
+    dispatch = ",".join("-" if us is None else f"{us:.3g}" for us in pinned.get("dispatch_us") or [])
+    return f"{pinned['spin_us']:.4g}, {dispatch or '-'}"
+
+
 def stranger(row: dict[str, Any]) -> str:
     """Another process's kernels in the window (clocks.gpu_users): its peak SM % and state
     (``T``: stopped, its queued kernels still running), "-" for none, "" for rows from before it
@@ -83,7 +93,7 @@ def stranger(row: dict[str, Any]) -> str:
     gpu = row.get("gpu")
     if not gpu or "users" not in gpu:
         return ""
-    others = [u for u in gpu["users"] if u[3] != "window" and u[1] >= SHARED_SM_PERCENT]
+    others = sharing_users(gpu)
     given_up = f" +{gpu['busy_windows']}" if gpu.get("busy_windows") else ""
     if not others:
         return "-" + given_up
@@ -114,8 +124,10 @@ def main() -> None:
     print(f"{len(between)} kernels accepted in both runs")
     columns = ["kernel", "run 1", "run 2", "change", "eager ms (1/2)", "candidate ms (1/2)"]
     host = "reference issue ms, CPU share (1/2)"
-    print("| " + " | ".join([*columns, host, "pairs (1/2)", "stopped (1/2)", "stranger (1/2)"]) + " |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    speed = "spin us, eager op us (1/2)"
+    extra = [host, speed, "pairs (1/2)", "stopped (1/2)", "stranger (1/2)"]
+    print("| " + " | ".join([*columns, *extra]) + " |")
+    print("|" + "---|" * (len(columns) + len(extra)))
     missed_shared = 0
     for k, change in sorted(between.items(), key=lambda kv: -kv[1]):
         if change <= args.miss:
@@ -133,7 +145,8 @@ def main() -> None:
         issued = " / ".join(reference_host(r) for r in (r1, r2))
         shared = f"{stranger(r1)} / {stranger(r2)}"
         missed_shared += "%" in shared
-        cells = [k, fig(r1), fig(r2), f"{change:.1%}", sides, issued, pairs, stops, shared]
+        speeds = " / ".join(host_speed(r) for r in (r1, r2))
+        cells = [k, fig(r1), fig(r2), f"{change:.1%}", sides, issued, speeds, pairs, stops, shared]
         print("| " + " | ".join(cells) + " |")
         moved[side_moved(r1, r2, args.miss)] += 1
     verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)

@@ -154,6 +154,8 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     # After each round: run-queue waits and the reference's calls off the CPU (block_timer.py).
     assert pinned["contended_rounds"] >= 0 and pinned["lost_rounds"] >= 0 and pinned["wait_ms"] >= 0, pinned
     assert pinned["busiest"] and pinned["busiest"][0][1] > 0, pinned  # the worker ran its calls
+    # The eager dispatch path's speed at the window's start and end (host_clock.dispatch_us).
+    assert len(pinned["dispatch_us"]) == 2 and all(0 < us < 1e4 for us in pinned["dispatch_us"]), pinned
     host = ev.details["timing"]["paired"]["reference"]["host"]
     assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
     # Who ran kernels in the window (clocks.gpu_users): the timing's own processes, nobody else.

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from evokernel.evaluation.clocks import wait_gpu_alone
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.timing_stage import BUSY_WINDOWS, quiet_window
 
@@ -87,7 +88,8 @@ def test_a_quiet_gpu_is_one_window(tmp_path: Path) -> None:
 
 
 def test_on_the_cpu_there_is_nothing_to_drain(tmp_path: Path) -> None:
-    window, _, record = quiet_window(GpuLock(tmp_path), CPU, lambda: contextlib.nullcontext(None))
+    drain = lambda device: wait_gpu_alone(device, {os.getpid()})  # noqa: E731 - the stage's own drain
+    window, _, record = quiet_window(GpuLock(tmp_path), CPU, lambda: contextlib.nullcontext(None), drain)
     with window:
         pass
     assert record == {"busy_windows": 0}
