@@ -41,7 +41,10 @@ def private_tmp() -> Iterator[Path]:
 
 
 def _run(config: Path, tmp: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TMPDIR": str(tmp)}
+    # A killed driver's raylet and agents retry its dead GCS for Ray's 60 s before they exit:
+    # Ray's wait, not a leak of ours, and most of this test's time. 15 s of it still covers a
+    # stalled GCS on a loaded 2-core machine (a shorter run of the test took 21 s instead of 70).
+    env = {**os.environ, "TMPDIR": str(tmp), "RAY_gcs_rpc_server_reconnect_timeout_s": "15"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.Popen(
         [sys.executable, "-m", "evokernel", "run", str(config), *extra],
@@ -117,8 +120,9 @@ def test_a_finished_run_and_a_killed_run_leave_no_directory_and_no_process(
     resumed = _run(config, private_tmp, log, "--resume", run_id)
     assert resumed.wait(timeout=300) == 0, log.read_text()
     # The killed cluster's processes share the driver's fate: the actors' fork-servers see their
-    # actor go and kill their candidates' process groups at once, but Ray's two agents first try
-    # to report to the dead GCS, for about 60 s (measured: 60-70 s on an idle 2-core machine).
+    # actor go and kill their candidates' process groups at once, but Ray's raylet and two agents
+    # first retry the dead GCS (Ray's default 60 s, measured 60-70 s on an idle 2-core machine;
+    # 15 s here, _run).
     left = wait_for_no_processes(private_tmp, timeout_s=240.0)
     assert not left, "left running:\n" + describe(left)
     assert scratch_left(private_tmp) == []
