@@ -39,7 +39,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-    # Ray's agents of a cluster whose driver a test killed take ~60 s to notice (test_cleanup.py).
+    # Ray's agents whose raylet is gone are exiting and not counted (support/leaks.py says why).
     procs = wait_for_no_processes(SUITE_TMP, timeout_s=120.0)
     dirs = scratch_left(SUITE_TMP)
     if procs or dirs:

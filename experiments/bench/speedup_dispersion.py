@@ -6,8 +6,9 @@ Prints the kernels that miss the goal (|change| > 5 %) with their intervals and 
 then one JSON line (``missed_moved``: of those, how many moved with the eager side, the candidate's,
 both or neither; ``missed_shared``: how many had another process's kernels in a window,
 ``shared_windows`` per run):
-median / p90 / worst |change| between the loaded runs, loaded vs quiet, and whether each run's
-95 % interval held the other run's figure.
+median / p90 / worst |change| between the loaded runs, loaded vs quiet, whether each run's
+95 % interval held the other run's figure, and how much wider the intervals would have to be to
+hold 95 % of the changes (``interval_calibration``, with the between-window spread they miss).
 
 Usage::
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,52 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
         if accepted(a[k]) and accepted(b.get(k)) and a[k].get("speedup_low") is not None
     ]
     return round(sum(hits) / len(hits), 4) if hits else None
+
+
+def calibration(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, float | int | None]:
+    """How far the intervals are from honest, from the kernels both runs accepted with one:
+    ``z`` = ln(b / a) over the two intervals' standard errors combined (each a 95 % interval's
+    half-width in log space / 1.96), which is standard normal when an interval holds all the noise
+    between two runs. ``scale_for_95``: the factor the intervals would need to be widened by for
+    95 % of the kernels' |z| to stay under 1.96. ``between_window``: the relative spread of one
+    window's figure that the intervals do not see, sqrt((robust var(ln(b / a)) - median within
+    var) / 2), the term an honest interval would add in quadrature."""
+    zs, diffs, within = [], [], []
+    for k in a:
+        ra, rb = a[k], b.get(k)
+        if (
+            not (accepted(ra) and accepted(rb))
+            or ra.get("speedup_low") is None
+            or rb.get("speedup_low") is None
+        ):
+            continue
+        se = [(math.log(r["speedup_high"]) - math.log(r["speedup_low"])) / (2 * 1.96) for r in (ra, rb)]
+        d = math.log(rb["speedup_eager"] / ra["speedup_eager"])
+        var = se[0] ** 2 + se[1] ** 2
+        diffs.append(d)
+        within.append(var)
+        if var > 0:
+            zs.append(abs(d) / math.sqrt(var))
+    if not zs:
+        return {"kernels": 0, "median_z": None, "scale_for_95": None, "between_window": None, "holds": None}
+    ordered = sorted(zs)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    robust_var = (1.4826 * statistics.median(abs(d) for d in diffs)) ** 2
+    between = math.sqrt(max(0.0, robust_var - statistics.median(within)) / 2)
+
+    def holds(term: float) -> float:
+        """Share of kernels whose change lies inside the two intervals combined, ``term`` added."""
+        inside = [abs(d) <= 1.96 * math.sqrt(v + 2 * term**2) for d, v in zip(diffs, within, strict=True)]
+        return round(sum(inside) / len(inside), 3)
+
+    return {
+        "kernels": len(zs),
+        "median_z": round(statistics.median(zs), 3),
+        "scale_for_95": round(p95 / 1.96, 3),
+        "between_window": round(between, 4),
+        # what the combined 95 % band holds as the intervals are, and with the term added
+        "holds": [holds(0.0), holds(between)],
+    }
 
 
 def reference_host(row: dict[str, Any]) -> str:
@@ -156,6 +204,7 @@ def main() -> None:
         "accepted": [sum(map(accepted, a.values())), sum(map(accepted, b.values()))],
         "between_runs": quantiles(list(between.values())),
         "interval_holds_other_run": [covered(a, b), covered(b, a)],
+        "interval_calibration": calibration(a, b),
         "missed_moved": moved,
         "missed_shared": missed_shared,
         "shared_windows": [sum("%" in stranger(r) for r in run.values() if accepted(r)) for run in (a, b)],

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The GPU machine's calls that the open issues' figures need, one self-contained step per call (the
+# machine lets go of its state after 30 s idle, and a call may run 600 s at most). Run on the device
+# from the repo root, with the wheels and the corpus carried:
+#
+#   bash ../shared/device/pack-wheels.sh                        # here, once: .whl/
+#   mkdir -p scratch && cp -r ../shared/corpora/pike-level3 scratch/   # scratch/ is git-ignored
+#   run(command="bash experiments/bench/device_plan.sh STEP", carry=[".whl", "scratch"])
+#
+# Steps (each ~570 s or less; outputs under $OUT/bench/ and $OUT/tests/):
+#   gpu1, gpu2, gpu3  tests/core/test_gpu.py in thirds (45 tests, ~25 min in all on an H100)
+#   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
+#                     profiling)
+#   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at
+#                     400 s, then the quiet list at concurrency 1 in run 1's TMPDIR (its object
+#                     cache holds their builds)
+#   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
+#   strict, v0        issue 34: one run per profile over all 90 kernels, cut at 570 s
+#   builds-local, builds-pool, builds-split
+#                     issue 37: build_throughput.py per mode, then the split cluster
+# Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
+set -uo pipefail
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 run1 run2 strict v0 builds-local builds-pool builds-split}"
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT/bench" "$OUT/tests"
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-deps --no-build-isolation -e . > /dev/null 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+nproc >> "$OUT/device.txt"
+
+C=scratch/pike-level3
+S=$C/solutions
+all_kernels=(--tasks "$C/tasks" --solutions "$S/orig" "$S/openevolve_pop_25_no_agents_300"
+  "$S/openevolve_pop_10_no_agents_300")
+
+gpu_third() {  # the Nth third of test_gpu.py's test ids
+  python3 -m pytest -q -m gpu --collect-only tests/core/test_gpu.py 2>/dev/null | grep '::' > /tmp/ids
+  local n total size
+  n=$1
+  total=$(wc -l < /tmp/ids)
+  size=$(((total + 2) / 3))
+  sed -n "$(((n - 1) * size + 1)),$((n * size))p" /tmp/ids
+}
+
+case "$step" in
+  gpu1 | gpu2 | gpu3)
+    mapfile -t ids < <(gpu_third "${step#gpu}")
+    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider "${ids[@]}" 2>&1 | tee "$OUT/tests/$step.log" | tail -40
+    ;;
+  gpu4)
+    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider tests --ignore=tests/core/test_gpu.py \
+      2>&1 | tee "$OUT/tests/gpu4.log" | tail -40
+    ;;
+  run1)
+    export TMPDIR=/tmp/tmp_run1
+    mkdir -p "$TMPDIR"
+    timeout -s INT 400 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
+    timeout -s INT 150 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles kernelbench-v0 --concurrency 1 --only experiments/bench/data/trusted_fitness_quiet20.list \
+      --stream "$OUT/bench/quiet.jsonl" 2>&1 | tail -5
+    ;;
+  run2)
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
+    ;;
+  strict | v0)
+    profile=$([ "$step" = strict ] && echo strict || echo kernelbench-v0)
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles "$profile" --concurrency 16 --stream "$OUT/bench/verdicts_$step.jsonl" 2>&1 | tail -20
+    ;;
+  builds-local | builds-pool)
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 570 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "${step#builds-}" \
+      --kept 2 --budget-s 540 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+    ;;
+  builds-split)
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 570 python3 experiments/bench/build_throughput.py --corpus "$C" --builds pool --split --pin \
+      --budget-s 540 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+    ;;
+  *)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+esac
