@@ -24,8 +24,10 @@ def library(library_url: str) -> tuple[SolutionLibrary, str, str]:
     fixture = build(library_url)
     config = instant_config("greedy", None, library_url, TASKS, evaluations=30)
     mutator = InstantMutator(incorrect_rate=0.4, uses_llm=True, cost_usd=0.01)
-    # Four evaluations at a time with per-source delays: first evaluations leave candidate order.
-    evaluator = InstantEvaluator(size=4, delay_s=0.002)
+    # Four evaluations at a time with per-source delays (0-100 ms): first evaluations leave
+    # candidate order. 0-4 ms did not always: where recording a candidate took longer than that
+    # (PostgreSQL in a loaded full suite on 2 cores), each finished before the next began.
+    evaluator = InstantEvaluator(size=4, delay_s=0.05)
     engine_run = run_instant(config, TASKS, mutator=mutator, evaluator=evaluator)
     lib = SolutionLibrary(library_url)
     proposal = lib.add_proposal(fixture.run_id, Proposal(task="relu", operator="mutate", generation=4))
