@@ -10,10 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from evokernel.config.schema import EvaluationConfig, TimingConfig
+from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import Child, Launch, popen_launcher, run_sandboxed
 from evokernel.tasks import load_task
@@ -26,13 +30,33 @@ LEGIT = [c for c in corpus("legit") if c.device == "cpu"]
 FAULTS = [c for c in corpus("fault") if c.device == "cpu"]
 
 
-def evaluate(case: Case, static_checks: bool = True, launched: list[Launch] | None = None) -> Evaluation:
-    """The case through the real sandbox; each supervisor start is appended to ``launched``."""
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[ForkServer]:
+    """The pool's launch path for the corpus cases: each supervisor forked from a server that
+    imported torch and triton once (its worker forked from it in turn), instead of a new
+    interpreter per case (~2.5 s a case on 2 cores, most of it imports, over ~60 cases).
+    ``evokernel verify``'s new-interpreter path is what the command tests below run."""
+    server = ForkServer("cpu", Path(tempfile.gettempdir()))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.close()
+
+
+def evaluate(
+    case: Case,
+    static_checks: bool = True,
+    launched: list[Launch] | None = None,
+    server: ForkServer | None = None,
+) -> Evaluation:
+    """The case through the real sandbox, its supervisor started by ``server`` (else a new
+    interpreter); each supervisor start is appended to ``launched``."""
 
     def launcher(launch: Launch) -> Child:
         if launched is not None:
             launched.append(launch)
-        return popen_launcher(launch)
+        return server.spawn(launch) if server is not None else popen_launcher(launch)
 
     task = load_task(case.task)
     request = build_request(
@@ -68,16 +92,16 @@ def test_the_corpora_are_big_enough() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [c for c in HACKS if c.expect.stage != "static"], ids=lambda c: c.id)
-def test_runtime_hack_is_refused(case: Case) -> None:
-    check(evaluate(case), case.expect)
+def test_runtime_hack_is_refused(case: Case, fork_server: ForkServer) -> None:
+    check(evaluate(case, server=fork_server), case.expect)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [c for c in HACKS if c.without_static], ids=lambda c: c.id)
-def test_hack_is_refused_at_run_time_too(case: Case) -> None:
+def test_hack_is_refused_at_run_time_too(case: Case, fork_server: ForkServer) -> None:
     """Defense in depth: with the static rules off, the run-time layers still refuse it."""
     assert case.without_static is not None
-    check(evaluate(case, static_checks=False), case.without_static)
+    check(evaluate(case, static_checks=False, server=fork_server), case.without_static)
 
 
 @pytest.mark.parametrize("case", [c for c in HACKS if c.expect.stage == "static"], ids=lambda c: c.id)
@@ -90,8 +114,8 @@ def test_static_hack_is_refused_before_any_process(case: Case) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", LEGIT, ids=lambda c: c.id)
-def test_legit_kernel_passes(case: Case) -> None:
-    ev = evaluate(case)
+def test_legit_kernel_passes(case: Case, fork_server: ForkServer) -> None:
+    ev = evaluate(case, server=fork_server)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}\n{ev.feedback}"
     assert ev.speedup_eager and ev.runtime_ms and ev.interpreter
 
