@@ -1,0 +1,67 @@
+"""The two-run dispersion report (experiments/bench/speedup_dispersion.py, issue 35) on two small
+hand-made runs whose figures are known: its last line is one JSON object, and its interval
+calibration says how many of the changes the intervals hold, with and without the between-window
+term, and its table gives each window's host speed and stranger."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "bench" / "speedup_dispersion.py"
+
+
+def row(kernel: str, speedup: float, dispatch: list[float | None], users: list[list[Any]]) -> dict[str, Any]:
+    """A field_verdicts.py stream row: accepted, a +-1 % interval, one window's records."""
+    return {
+        "solution": kernel,
+        "status": "correct",
+        "speedup_eager": speedup,
+        "speedup_low": speedup * 0.99,
+        "speedup_high": speedup * 1.01,
+        "eager_ms": speedup,
+        "runtime_ms": 1.0,
+        "paired": {"pairs": 30, "stopped": "precision"},
+        "pinned": {"spin_us": 310.0, "dispatch_us": dispatch},
+        "gpu": {"users": users, "busy_windows": 0},
+        "host": {"reference": {"issue_ms": 1.5, "cpu_share": 0.99}},
+    }
+
+
+def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -> None:
+    alone = [[1, 60, 3, "window"]]
+    # Run 2 moves the kernels by 0, 0.5, 4 and 25 %: the combined +-1.4 % band holds the first
+    # two; with the between-window term (2.3 % from the robust spread) the third as well.
+    first = [row(f"k{i}", 2.0, [7.0, 7.2], alone) for i in range(4)]
+    second = [row(f"k{i}", 2.0 * move, [7.1, 7.0], alone) for i, move in enumerate((1.0, 1.005, 1.04))] + [
+        row("k3", 2.5, [15.0, None], [[2, 70, 4, "python3 R"]])
+    ]
+    paths = []
+    for name, rows in (("run1", first), ("run2", second)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        paths.append(str(path))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1])
+    calibration = result["interval_calibration"]
+    assert calibration["kernels"] == 4 and calibration["holds"] == [0.5, 0.75]
+    se = math.log(1.01 / 0.99) / 3.92
+    changes = sorted(abs(math.log(m)) for m in (1.0, 1.005, 1.04, 1.25))
+    spread = (1.4826 * (changes[1] + changes[2]) / 2) ** 2
+    assert calibration["between_window"] == pytest.approx(math.sqrt((spread - 2 * se**2) / 2), abs=1e-4)
+    assert calibration["median_z"] > 1  # honest intervals: 0.67
+    assert result["missed_shared"] == 1 and result["shared_windows"] == [0, 1]
+    # The kernels over 5 %: k3 (25 %), with the window's spin and eager-op readings and the stranger.
+    table = [line for line in lines if line.startswith("| k") and not line.startswith("| kernel ")]
+    assert len(table) == 1 and table[0].startswith("| k3 |")
+    assert "310, 7,7.2 / 310, 15,-" in table[0] and "70% R" in table[0]
