@@ -48,11 +48,16 @@ def changes(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[
     }
 
 
+def order_statistic(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``ordered``, the nearest rank (no interpolation)."""
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
 def quantiles(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"kernels": 0, "median": None, "p90": None, "worst": None}
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    p90 = order_statistic(ordered, 0.9)
     return {
         "kernels": len(values),
         "median": round(statistics.median(values), 4),
@@ -97,8 +102,7 @@ def calibration(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> d
             zs.append(abs(d) / math.sqrt(var))
     if not zs:
         return {"kernels": 0, "median_z": None, "scale_for_95": None, "between_window": None, "holds": None}
-    ordered = sorted(zs)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    p95 = order_statistic(sorted(zs), 0.95)
     robust_var = (1.4826 * statistics.median(abs(d) for d in diffs)) ** 2
     between = math.sqrt(max(0.0, robust_var - statistics.median(within)) / 2)
 
