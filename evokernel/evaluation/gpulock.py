@@ -152,6 +152,12 @@ class GpuLock:
             else:
                 self.shared_s += held
 
+    def wait(self, seconds: float) -> None:
+        """Wait for the GPU without holding it (a timing window given up, timing_stage.quiet_window):
+        the pool's wait, not the candidate's, so it counts in ``waited_s`` as a lock wait does."""
+        time.sleep(seconds)
+        self.waited_s += seconds
+
     def _release_early(self, gate: int, generation: int) -> None:
         with self._guard:
             if generation == self._generation:  # still the same hold

@@ -30,8 +30,9 @@ the supervisor's whole session) nor by the actor (Ray may kill it):
   (COMPILERS) below any evaluator actor registered in the registry (object-cache builds run in
   sessions of their own);
 * windows stop the node at most ``MAX_DUTY`` of any ``DUTY_WINDOW_S``: timings back to back would
-  otherwise starve the evaluations that feed them (a window past that is timed without stopping
-  anything and says so in ``details["gpu_lock"]["quiet"]``, ``over_duty``); a window with
+  otherwise starve the evaluations that feed them (a window past that is granted without stopping
+  anything and says so in ``details["gpu_lock"]["quiet"]``, ``over_duty``; the timing gives it
+  up and asks again later, timing_stage.quiet_window, keeping only its last); a window with
   nothing to stop (one evaluation on the node) spends no duty and says nothing of it.
 
 Two timings on two GPUs of one node may overlap: the first to end continues the others while the
@@ -75,7 +76,7 @@ COMPILERS = frozenset(
 MAX_HOLD_S = 8.0
 # Back-to-back timings would starve the builds that feed them: over any DUTY_WINDOW_S the builds
 # are stopped at most MAX_DUTY of the time; a window asked for beyond that is granted without
-# pausing (and says so), so builds always keep half the node's time.
+# pausing (and says so: the timing gives it up and asks again), so builds keep half the node's time.
 MAX_DUTY = 0.5
 DUTY_WINDOW_S = 10.0
 

@@ -22,6 +22,9 @@ class QuietLink:
     def __init__(self, sock_path: str | None) -> None:
         self.record: dict[str, Any] = {}
         self.conn: socket.socket | None = None
+        # Whether the last window stopped the node: False when the keeper granted it over the duty
+        # limit (nothing stopped), None where there is no keeper (nothing to stop).
+        self.stopped_node: bool | None = None
         if not sock_path:
             return
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -54,11 +57,13 @@ class QuietLink:
             record = self.record
             record["windows"] = record.get("windows", 0) + 1
             record["paused"] = record.get("paused", 0) + int(answer[1])
-            if answer[2:] == ["duty"]:
+            self.stopped_node = answer[2:] != ["duty"]
+            if not self.stopped_node:
                 record["over_duty"] = record.get("over_duty", 0) + 1
             record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
         except (OSError, IndexError, ValueError) as exc:
             self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
+            self.stopped_node = None
             self.close()
             yield
             return

@@ -207,22 +207,32 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
             _drop_incumbent(sup)
         dispatch.append(host_clock.dispatch_us(sup.device))
-        pinned_record = {**pinned.record, "dispatch_us": dispatch} if pinned is not None else None
+        if pinned is not None:  # the same dict: the window's exit adds ``busiest`` (cpu_pin.py)
+            pinned.record["dispatch_us"] = dispatch
         # Who else ran kernels in the window: another context time-slices the GPU with both sides.
         drained.update(gpu_users(sup.device, since_us, own))
-        sup.paired_reference = {**timer.result().to_dict(), "gpu": drained, "pinned": pinned_record}
+        sup.paired_reference = {
+            **timer.result().to_dict(),
+            "gpu": drained,
+            "pinned": None if pinned is None else pinned.record,
+        }
         timer.close()
     return ratios[0], finished, blob
 
 
 # A window whose GPU stays busy with another context's work past the drain is given up and asked
-# for again, the node resumed in between: in a 16-in-flight H200 run 9 of 41 windows drained for
-# 2 s and then timed beside another process's kernels at 20-87 % of the SMs, stopped in 7
-# (clocks.gpu_users), their eager references a median 2.15x slow. The work is a slow candidate's
-# unlocked warm-up call or a trial whose hold was released early (gpulock.py): it ends, or its
-# evaluation's timeout ends it.
-BUSY_WINDOWS = 4
-BUSY_BACKOFF_S = 1.0
+# for again, the node resumed and the GPU lock free in between: in a 16-in-flight H200 run 9 of 41
+# windows drained for 2 s and then timed beside another process's kernels at 20-87 % of the SMs,
+# stopped in 7 (clocks.gpu_users), their eager references a median 2.15x slow. The work is a slow
+# candidate's unlocked warm-up call or a trial whose hold was released early (gpulock.py): it ends,
+# or its evaluation's timeout ends it. Four windows 1 s apart did not outlast it: in two H200 runs
+# of session 22, 6 of 45 and 5 of 73 timings gave up all four (a slow candidate's work each time,
+# ~8 s), and 6 of the 11 kernels that moved over 5 % between the runs were among them; so the waits
+# double, ~15 s in all. A window the keeper grants over its duty limit stops nothing (quiet.py),
+# the very noise a quiet window removes (9 of 45 and 15 of 73 timings; in 9 of the 11 kernels that
+# moved), so it is given up as well, and the waits let the duty recover.
+BUSY_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+BUSY_WINDOWS = len(BUSY_BACKOFF_S) + 1
 
 
 def quiet_window(
@@ -230,21 +240,30 @@ def quiet_window(
     device: torch.device,
     pinning: Callable[[], contextlib.AbstractContextManager[cpu_pin.WindowCpu | None]],
     drain: Callable[[torch.device], dict[str, Any]],
+    backoff_s: tuple[float, ...] = BUSY_BACKOFF_S,
 ) -> tuple[contextlib.ExitStack, cpu_pin.WindowCpu | None, dict[str, Any]]:
     """The timing window, to be entered: the GPU held exclusively (the node stopped, quiet.py),
     the sides' threads on one CPU (``pinning``), and the GPU drained of what others had queued
-    (``drain``: clocks.wait_gpu_alone, which also waits out another process running kernels);
-    up to ``BUSY_WINDOWS`` windows when it will not drain,
-    ``BUSY_BACKOFF_S`` apart with the lock free, the last one kept whatever it found. The drain's
-    record counts the windows given up (``busy_windows``)."""
-    for busy in range(BUSY_WINDOWS):
+    (``drain``: clocks.wait_gpu_alone, which also waits out another process running kernels).
+    A window that will not drain, or in which the keeper stopped nothing (over its duty limit),
+    is given up and asked for again after each wait of ``backoff_s`` in turn, the lock free, the
+    last window kept whatever it found. The drain's record counts the windows given up
+    (``busy_windows``) and, of those, the ones over the duty limit (``duty_windows``), and says
+    ``over_duty`` where the kept one was; the waits count as the GPU's (gpulock: they extend the
+    deadline)."""
+    duty = 0
+    for busy, backoff in enumerate((*backoff_s, 0.0)):
         with contextlib.ExitStack() as stack:
             stack.enter_context(gpu.hold("time"))
+            over_duty = gpu.quiet.stopped_node is False
             pinned = stack.enter_context(pinning())
-            drained = drain(device)
-            if drained.get("quiet", True) or busy == BUSY_WINDOWS - 1:
-                return stack.pop_all(), pinned, {**drained, "busy_windows": busy}
-        time.sleep(BUSY_BACKOFF_S)
+            last = busy == len(backoff_s)
+            drained = drain(device) if last or not over_duty else {}
+            if last or (drained.get("quiet", True) and not over_duty):
+                record = {**drained, "busy_windows": busy, "duty_windows": duty}
+                return stack.pop_all(), pinned, {**record, **({"over_duty": True} if over_duty else {})}
+        duty += over_duty
+        gpu.wait(backoff)
     raise AssertionError("unreachable: the last window is always kept")
 
 

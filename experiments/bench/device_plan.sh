@@ -11,6 +11,7 @@
 #   gpu1, gpu2, gpu3  tests/core/test_gpu.py in thirds (45 tests, ~25 min in all on an H100)
 #   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
 #                     profiling)
+#   window            the GPU tests of the timing window alone (confirmation, drain, the legit cases)
 #   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at
 #                     400 s, then the quiet list at concurrency 1 in run 1's TMPDIR (its object
 #                     cache holds their builds)
@@ -20,7 +21,7 @@
 #                     issue 37: build_throughput.py per mode, then the split cluster
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 run1 run2 strict v0 builds-local builds-pool builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict v0 builds-local builds-pool builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -48,6 +49,10 @@ case "$step" in
   gpu1 | gpu2 | gpu3)
     mapfile -t ids < <(gpu_third "${step#gpu}")
     timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider "${ids[@]}" 2>&1 | tee "$OUT/tests/$step.log" | tail -40
+    ;;
+  window)
+    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider tests/core/test_gpu.py \
+      -k "confirmation or will_not_drain or legit_kernel_passes or launch_bound" 2>&1 | tee "$OUT/tests/window.log" | tail -40
     ;;
   gpu4)
     timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider tests --ignore=tests/core/test_gpu.py \

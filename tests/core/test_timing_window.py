@@ -1,11 +1,13 @@
 """The timing window's GPU (evaluation/timing_stage.quiet_window): a window whose GPU will not
-drain is given up, the GPU lock free in between, and asked for again; on a real lock's files."""
+drain, or in which the node's keeper stopped nothing (over its duty limit), is given up, the GPU
+lock free in between, and asked for again; on a real lock's files and a real keeper socket."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -18,6 +20,8 @@ from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.timing_stage import BUSY_WINDOWS, quiet_window
 
 CPU = torch.device("cpu")
+# The stage's waits, shortened: these tests check which windows are kept, not how long they wait.
+BACKOFF_S = (0.5, 0.5, 0.05, 0.05, 0.05)
 
 
 def gate_free(directory: Path) -> bool:
@@ -33,12 +37,14 @@ def gate_free(directory: Path) -> bool:
     return True
 
 
-def windows(tmp_path: Path, answers: list[bool]) -> tuple[dict[str, Any], list[bool], int]:
+def windows(
+    tmp_path: Path, answers: list[bool], lock: GpuLock | None = None
+) -> tuple[dict[str, Any], list[bool], int]:
     """A window on a real GpuLock whose drains answer ``answers`` in turn: the kept window's record,
     whether the gate was held at each drain, and how often a watcher polling every 10 ms found it
     free while the windows were asked for."""
-    lock = GpuLock(tmp_path)
-    with lock.hold("time"):
+    lock = lock or GpuLock(tmp_path)
+    with GpuLock(tmp_path).hold("time"):
         pass  # the lock files exist before the watcher opens them
     replies = iter(answers)
     held: list[bool] = []
@@ -58,7 +64,9 @@ def windows(tmp_path: Path, answers: list[bool]) -> tuple[dict[str, Any], list[b
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        window, pinned, record = quiet_window(lock, CPU, lambda: contextlib.nullcontext(None), drain)
+        window, pinned, record = quiet_window(
+            lock, CPU, lambda: contextlib.nullcontext(None), drain, BACKOFF_S
+        )
     finally:
         done.set()
         watcher.join()
@@ -71,15 +79,71 @@ def windows(tmp_path: Path, answers: list[bool]) -> tuple[dict[str, Any], list[b
 
 def test_a_window_that_will_not_drain_is_given_up_and_the_gpu_is_free_until_the_next(tmp_path: Path) -> None:
     record, held, free_polls = windows(tmp_path, [False, False, True])
-    assert record == {"drain_ms": 1.0, "quiet": True, "busy_windows": 2}
+    assert record == {"drain_ms": 1.0, "quiet": True, "busy_windows": 2, "duty_windows": 0}
     assert held == [True, True, True]
-    assert free_polls >= 50  # two 1 s waits between the windows, the gate free: others may time
+    assert free_polls >= 50  # two 0.5 s waits between the windows, the gate free: others may time
 
 
 def test_a_gpu_that_never_drains_is_timed_in_the_last_window_which_says_so(tmp_path: Path) -> None:
     record, held, _ = windows(tmp_path, [False] * BUSY_WINDOWS)
-    assert record == {"drain_ms": 1.0, "quiet": False, "busy_windows": BUSY_WINDOWS - 1}
+    assert record == {"drain_ms": 1.0, "quiet": False, "busy_windows": BUSY_WINDOWS - 1, "duty_windows": 0}
     assert held == [True] * BUSY_WINDOWS
+
+
+def test_the_waits_between_windows_count_as_the_gpus(tmp_path: Path) -> None:
+    """A wait between windows is the pool's, not the candidate's: counted as a GPU wait, so the
+    evaluation's deadline grows by it (supervisor.deadline)."""
+    lock = GpuLock(tmp_path)
+    windows(tmp_path, [False, True], lock)
+    assert lock.waited_s >= BACKOFF_S[0]
+
+
+class Keeper:
+    """A quiet-window keeper's socket (quiet.Keeper's protocol, quiet_link.py) that grants the
+    first ``over_duty`` windows over its duty limit (``paused 0 duty``: nothing stopped) and then
+    stops 3 processes."""
+
+    def __init__(self, path: Path, over_duty: int) -> None:
+        self.path, self.over_duty, self.pauses = path, over_duty, 0
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        with conn:
+            while data := conn.recv(64):
+                if data.startswith(b"hello"):
+                    conn.sendall(b"registered\n")
+                elif data.startswith(b"pause"):
+                    self.pauses += 1
+                    conn.sendall(b"paused 0 duty\n" if self.pauses <= self.over_duty else b"paused 3\n")
+                else:
+                    conn.sendall(b"resumed\n")
+
+
+def test_a_window_that_stopped_nothing_over_the_duty_limit_is_given_up(tmp_path: Path) -> None:
+    keeper = Keeper(tmp_path / "keeper.sock", over_duty=2)
+    lock = GpuLock(tmp_path, quiet=str(keeper.path))
+    record, held, _ = windows(tmp_path, [True], lock)  # not drained in the windows given up for duty
+    assert record == {"drain_ms": 1.0, "quiet": True, "busy_windows": 2, "duty_windows": 2}
+    assert held == [True] and keeper.pauses == 3
+    assert lock.quiet.record["over_duty"] == 2 and lock.quiet.record["paused"] == 3
+
+
+def test_the_last_window_is_kept_over_the_duty_limit_drained_and_says_so(tmp_path: Path) -> None:
+    keeper = Keeper(tmp_path / "keeper.sock", over_duty=BUSY_WINDOWS)
+    lock = GpuLock(tmp_path, quiet=str(keeper.path))
+    record, held, _ = windows(tmp_path, [True], lock)
+    assert record == {
+        "drain_ms": 1.0,
+        "quiet": True,
+        "busy_windows": BUSY_WINDOWS - 1,
+        "duty_windows": BUSY_WINDOWS - 1,
+        "over_duty": True,
+    }
+    assert held == [True]
 
 
 def test_a_quiet_gpu_is_one_window(tmp_path: Path) -> None:
@@ -92,4 +156,4 @@ def test_on_the_cpu_there_is_nothing_to_drain(tmp_path: Path) -> None:
     window, _, record = quiet_window(GpuLock(tmp_path), CPU, lambda: contextlib.nullcontext(None), drain)
     with window:
         pass
-    assert record == {"busy_windows": 0}
+    assert record == {"busy_windows": 0, "duty_windows": 0}
