@@ -12,16 +12,18 @@
 #   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
 #                     profiling)
 #   window            the GPU tests of the timing window alone (confirmation, drain, the legit cases)
-#   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at
-#                     400 s, then the quiet list at concurrency 1 in run 1's TMPDIR (its object
+#   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 330 s
+#                     (session 22: 400 s left the quiet list no time: the cut run took ~20 s more
+#                     to stop), then the quiet list at concurrency 1 in run 1's TMPDIR (its object
 #                     cache holds their builds)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
-#   strict, v0        issue 34: one run per profile over all 90 kernels, cut at 570 s
+#   strict, kernelbench, v0
+#                     issue 34: one run per profile over all 90 kernels, cut at 570 s
 #   builds-local, builds-pool, builds-split
 #                     issue 37: build_throughput.py per mode, then the split cluster
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict v0 builds-local builds-pool builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict kernelbench v0 builds-local builds-pool builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -61,7 +63,7 @@ case "$step" in
   run1)
     export TMPDIR=/tmp/tmp_run1
     mkdir -p "$TMPDIR"
-    timeout -s INT 400 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    timeout -s INT 330 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
     timeout -s INT 150 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 1 --only experiments/bench/data/trusted_fitness_quiet20.list \
@@ -73,8 +75,8 @@ case "$step" in
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
     ;;
-  strict | v0)
-    profile=$([ "$step" = strict ] && echo strict || echo kernelbench-v0)
+  strict | kernelbench | v0)
+    profile=$([ "$step" = v0 ] && echo kernelbench-v0 || echo "$step")
     TMPDIR=$(mktemp -d)
     export TMPDIR
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
