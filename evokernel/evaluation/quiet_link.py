@@ -48,6 +48,7 @@ class QuietLink:
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
         """The block runs with the rest of the node stopped (when the keeper grants it)."""
+        self.stopped_node = None  # this window's answer, never an earlier one's
         if self.conn is None:
             yield
             return
@@ -63,7 +64,7 @@ class QuietLink:
             record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
         except (OSError, IndexError, ValueError) as exc:
             self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-            self.stopped_node = None
+            self.stopped_node = None  # the answer, if any, was not understood
             self.close()
             yield
             return

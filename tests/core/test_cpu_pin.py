@@ -128,15 +128,16 @@ def test_two_windows_never_share_a_cpu_and_a_dead_windows_cpu_is_free(tmp_path: 
 
 
 # A window at the lowest priority (nice 19), so that a busy process on a CPU takes nearly all of
-# it from the window, as a stolen slice would; its spin is ~3 ms of work, longer than a scheduler
-# slice (the default 0.3 ms spin runs inside the slice a moved thread gets first: host_speed.py).
+# it from the window, as a stolen slice would; its spin is ~12 ms of work, several scheduler
+# slices (the default 0.3 ms spin runs inside the slice a moved thread gets first: host_speed.py;
+# at ~3 ms the window still took the busy CPU, or stayed on it, in 2 of 30 runs on 2 cores).
 # Prints the CPU it took, then, once a line arrives (the test made that CPU busy), the record.
 SLOWED = """
 import functools, json, os, sys
 from evokernel.evaluation.cpu_pin import one_cpu
 from evokernel.evaluation.host_speed import spin_us
 os.nice(19)
-with one_cpu([], None, 1.15, functools.partial(spin_us, 100_000)) as window:
+with one_cpu([], None, 1.15, functools.partial(spin_us, 400_000)) as window:
     print(window.cpu, flush=True)
     sys.stdin.readline()
     fast = window.fast()
@@ -144,9 +145,20 @@ with one_cpu([], None, 1.15, functools.partial(spin_us, 100_000)) as window:
 """
 
 
+HOG = """
+import os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})
+print("spinning", flush=True)
+while True:
+    pass
+"""
+
+
 def hog(cpu: int) -> subprocess.Popen[bytes]:
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    os.sched_setaffinity(busy.pid, {cpu})
+    """A process spinning on ``cpu``, returned once it is: a hog still starting its interpreter
+    left the window's spin fast, and the window unmoved, in 1 of 10 runs on 2 cores."""
+    busy = subprocess.Popen([sys.executable, "-c", HOG, str(cpu)], stdout=subprocess.PIPE)
+    assert busy.stdout is not None and busy.stdout.readline() == b"spinning\n"
     return busy
 
 

@@ -103,8 +103,9 @@ class Keeper:
     first ``over_duty`` windows over its duty limit (``paused 0 duty``: nothing stopped) and then
     stops 3 processes."""
 
-    def __init__(self, path: Path, over_duty: int) -> None:
+    def __init__(self, path: Path, over_duty: int, hang_up_after: int = 0) -> None:
         self.path, self.over_duty, self.pauses = path, over_duty, 0
+        self.hang_up_after = hang_up_after  # closes the connection at that window's resume
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen()
@@ -119,6 +120,8 @@ class Keeper:
                 elif data.startswith(b"pause"):
                     self.pauses += 1
                     conn.sendall(b"paused 0 duty\n" if self.pauses <= self.over_duty else b"paused 3\n")
+                elif self.pauses == self.hang_up_after:
+                    return  # a keeper gone mid-run: the link closes and stops nothing more
                 else:
                     conn.sendall(b"resumed\n")
 
@@ -157,3 +160,13 @@ def test_on_the_cpu_there_is_nothing_to_drain(tmp_path: Path) -> None:
     with window:
         pass
     assert record == {"busy_windows": 0, "duty_windows": 0}
+
+
+def test_a_keeper_gone_after_a_window_over_the_duty_limit_does_not_give_up_the_next(tmp_path: Path) -> None:
+    """The duty answer is the window's own: with the keeper gone, the next window stops nothing
+    because nothing can, and is kept."""
+    keeper = Keeper(tmp_path / "keeper.sock", over_duty=1, hang_up_after=1)
+    lock = GpuLock(tmp_path, quiet=str(keeper.path))
+    record, held, _ = windows(tmp_path, [True], lock)
+    assert record == {"drain_ms": 1.0, "quiet": True, "busy_windows": 1, "duty_windows": 1}
+    assert held == [True] and keeper.pauses == 1
