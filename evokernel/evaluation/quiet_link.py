@@ -64,7 +64,6 @@ class QuietLink:
             record["pause_ms"] = round(record.get("pause_ms", 0.0) + (time.perf_counter() - started) * 1e3, 3)
         except (OSError, IndexError, ValueError) as exc:
             self.record["unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-            self.stopped_node = None  # the answer, if any, was not understood
             self.close()
             yield
             return

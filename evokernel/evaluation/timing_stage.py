@@ -261,7 +261,9 @@ def quiet_window(
             drained = drain(device) if last or not over_duty else {}
             if last or (drained.get("quiet", True) and not over_duty):
                 record = {**drained, "busy_windows": busy, "duty_windows": duty}
-                return stack.pop_all(), pinned, {**record, **({"over_duty": True} if over_duty else {})}
+                if over_duty:
+                    record["over_duty"] = True
+                return stack.pop_all(), pinned, record
         duty += over_duty
         gpu.wait(backoff)
     raise AssertionError("unreachable: the last window is always kept")

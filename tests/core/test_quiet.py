@@ -165,8 +165,6 @@ def test_what_a_killed_keeper_stopped_is_continued_by_another_keeper(node: Node,
     assert wait_for(node.build, {"T"}) == "T"
     os.kill(node.keeper, signal.SIGKILL)  # no lifeline, no resume: killed as Ray kills it
     started = time.monotonic()
-    # Stopped first (SIGSTOP lands when the target next runs), then continued by the keeper alone.
-    assert wait_for(node.build, {"T"}) == "T"
     assert wait_for(node.build, {"S", "R"}) in {"S", "R"}
     assert time.monotonic() - started < 3.0 and timing.poll() is None
 
