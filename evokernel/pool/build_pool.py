@@ -39,8 +39,13 @@ from evokernel.evaluation.build_client import BuildJob, BuildReply
 log = logging.getLogger(__name__)
 # Seconds between node-table reads (one GCS round trip): a joining node waits at most this.
 REFRESH_S = 1.0
-# A load_inline CUDA build compiles main.cpp and the .cu at once (ninja -j2), then links: two cores.
-CPUS_PER_BUILD = 2
+# Cores a build is given. One: with the host binding shared (host_binding.py) a build is one nvcc
+# of the .cu, a sequence of one-core tools (cicc, ptxas, the host compiler); 16 local builds on an
+# H100's 16 cores averaged 0.80 cores each (43.5 core-s over 54.3 s), and two cores a build left
+# the pool's 16-core GPU node 6 slots: 45 % of its cores busy and 7.5 candidates/min against 11.7
+# with local builds (session 23, 36 level-3 files). A miss of the host binding runs two compiles
+# (ninja -j2) on its one slot for ~10 s.
+CPUS_PER_BUILD = 1
 # Cores a GPU node keeps for its evaluations under the automatic setting, per GPU: one candidate
 # in timing and one in correctness, each a supervisor and a worker.
 KEPT_PER_GPU = 4

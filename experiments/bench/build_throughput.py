@@ -31,10 +31,12 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -101,9 +103,15 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
     session; yields (address, the GPU node's cores when pinned) and stops exactly those sessions
     (never ``ray stop``, which would stop every Ray of this user on the machine)."""
     temp = Path(tempfile.mkdtemp(prefix="evk-split-", dir="/tmp"))  # short: Ray's socket paths
-    # Token authentication on every node and for this driver, from ~/.ray/auth_token (made by the
-    # head if missing): a joining `ray start` does not turn it on by itself and is then refused.
+    # Token authentication on every node and for this driver: a joining `ray start` does not turn
+    # it on by itself and is then refused, and no `ray start` makes a missing token (a fresh
+    # machine has no ~/.ray/auth_token), so this cluster's own token is in a file of its own.
     os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if not os.environ.get("RAY_AUTH_TOKEN") and not (Path.home() / ".ray" / "auth_token").exists():
+        token = temp / "auth_token"
+        token.write_text(secrets.token_hex(32))
+        token.chmod(0o600)
+        os.environ.setdefault("RAY_AUTH_TOKEN_PATH", str(token))
     env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     cores = os.cpu_count() or 1
     pin = pin and shutil.which("taskset") is not None and cores >= node_cpus * (build_nodes + 1)
@@ -113,7 +121,11 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
         prefix = ["taskset", "-c", f"{index * node_cpus}-{(index + 1) * node_cpus - 1}"] if pin else []
         command = [
             *prefix,
-            "ray",
+            # This interpreter's Ray, not a `ray` on PATH: a --target install (the GPU machine's
+            # wheels) puts no console script there, and taskset then fails into the log unseen.
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
             "start",
             "--block",
             f"--num-cpus={node_cpus}",
@@ -135,7 +147,7 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
     address = f"127.0.0.1:{port}"
     try:
         start(0, ["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"], {})
-        wait_for_port(port, 120)
+        wait_for_port(port, 120, nodes[0], temp / "node0.log")
         for i in range(build_nodes):
             # No GPU for Ray to find: a CPU-only node, as a cluster's cheap build machines are.
             start(i + 1, [f"--address={address}", "--num-gpus=0"], {"CUDA_VISIBLE_DEVICES": ""})
@@ -164,14 +176,18 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def wait_for_port(port: int, limit_s: float) -> None:
+def wait_for_port(port: int, limit_s: float, head: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
+        if head.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the head node exited with {head.returncode}:\n{tail}")
         time.sleep(0.2)
-    raise RuntimeError(f"the head node did not listen on {port} within {limit_s:.0f} s")
+    tail = log.read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"the head node did not listen on {port} within {limit_s:.0f} s:\n{tail}")
 
 
 def build_figures(evaluations: list[Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@
 #                     issue 37: build_throughput.py per mode, then the split cluster
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict kernelbench v0 builds-local builds-pool builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -82,17 +82,21 @@ case "$step" in
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles "$profile" --concurrency 16 --stream "$OUT/bench/verdicts_$step.jsonl" 2>&1 | tail -20
     ;;
-  builds-local | builds-pool)
+  builds-local | builds-pool | builds-both)
+    # COUNT (a stratified sample of the CUDA files, or all) and BUDGET (s per mode) fit both modes
+    # into one call: COUNT=36 BUDGET=180 bash device_plan.sh builds-both
     TMPDIR=$(mktemp -d)
     export TMPDIR
-    timeout -s INT 570 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "${step#builds-}" \
-      --kept 2 --budget-s 540 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+    modes=${step#builds-}
+    [ "$modes" = both ] && modes=local,pool
+    timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "$modes" \
+      --kept 2 --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-split)
     TMPDIR=$(mktemp -d)
     export TMPDIR
-    timeout -s INT 570 python3 experiments/bench/build_throughput.py --corpus "$C" --builds pool --split --pin \
-      --budget-s 540 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+    timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds pool --split --pin \
+      --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   *)
     echo "unknown step $step" >&2
