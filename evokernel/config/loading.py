@@ -152,6 +152,11 @@ def _check(config: ExperimentConfig) -> None:
             "evaluation.builds=pool needs evaluation.object_cache=true: pooled builds reach the "
             "evaluators through the node's object cache"
         )
+    if config.evaluation.builds_ahead < -1:
+        raise ConfigError(
+            f"evaluation.builds_ahead={config.evaluation.builds_ahead} must be -1 (automatic: as many as "
+            "evaluation.concurrency_per_worker), 0 (none) or more"
+        )
     if config.budget.evaluations < 1:
         raise ConfigError("budget.evaluations must be at least 1")
     limit = config.evaluation.timing.host_slowdown_limit

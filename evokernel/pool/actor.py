@@ -32,6 +32,7 @@ from evokernel.evaluation.quiet import node_registry, start_keeper, stop_keeper
 from evokernel.evaluation.request import EvaluationRequest, GpuLockSpec
 from evokernel.evaluation.sandbox import Launcher, LauncherError, run_sandboxed, sandbox_env
 from evokernel.evaluation.scratch import ScratchDir
+from evokernel.pool.active_gate import ActiveGate
 from evokernel.pool.build_service import BuildService
 from evokernel.types import Evaluation, Status
 
@@ -64,6 +65,7 @@ class EvaluatorActor:
         isolation_mode: str = "required",
         object_cache: bool = False,
         build_pool: Any = None,
+        active_limit: int = 0,
     ) -> None:
         # A same-user candidate may not read this process's /proc files (privileges.py).
         privileges.make_nondumpable()
@@ -99,9 +101,12 @@ class EvaluatorActor:
             prune(self.objects)
         # evaluation.builds=pool: the supervisors hand the cache's misses to the Ray build pool
         # through this socket (pool/build_service.py); they have no Ray connection of their own.
+        # active_limit: of the evaluations admitted, how many may be active at once; those waiting
+        # on a pooled build are not (pool/active_gate.py). 0: all admitted ones are.
+        self.gate = ActiveGate(active_limit)
         self.builds: BuildService | None = None
         if build_pool is not None and self.objects is not None:
-            self.builds = BuildService(self.root / "builds.sock", build_pool)
+            self.builds = BuildService(self.root / "builds.sock", build_pool, self.gate)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
         self._keeper: tuple[subprocess.Popen[bytes], Path] | None = None
@@ -162,6 +167,13 @@ class EvaluatorActor:
         sandboxed = replace(
             request, gpu_lock=lock, torch_pch=headers, object_cache=objects, build_pool=builds
         )
+        with self.gate.evaluation() as waited_s:
+            result = self._evaluate(sandboxed, timeout_s)
+        if self.gate.limit > 0:  # seconds this one waited for an active place on the node
+            result["details"] = {**result.get("details", {}), "active_wait_s": round(waited_s, 3)}
+        return result
+
+    def _evaluate(self, sandboxed: EvaluationRequest, timeout_s: float) -> dict[str, Any]:
         lost = ""
         for _attempt in range(2):
             server, launcher = self._launcher()
@@ -188,6 +200,10 @@ class EvaluatorActor:
         return Evaluation(
             status=Status.CRASHED, stage="sandbox", reason=f"the evaluation runner died twice: {lost}"
         ).to_dict()
+
+    def gate_stats(self) -> dict[str, Any]:
+        """The active gate's counts (pool/active_gate.py)."""
+        return self.gate.stats()
 
     def _quiet_keeper(self) -> str:
         """The socket of this actor's quiet-window keeper (evaluation/quiet.py), started on first use."""

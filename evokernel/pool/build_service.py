@@ -16,6 +16,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from ray.exceptions import GetTimeoutError, RayError
 
 from evokernel.evaluation import channel
 from evokernel.evaluation.build_client import RETURN_MARGIN_S, BuildJob, BuildReply
+from evokernel.pool.active_gate import ActiveGate
 
 log = logging.getLogger(__name__)
 # A supervisor sends its job at once after connecting; one that does not is dropped.
@@ -35,8 +37,11 @@ BACKLOG = 64
 class BuildService:
     """Serves build jobs on ``path`` until :meth:`close`; ``dispatcher`` is the pool's actor."""
 
-    def __init__(self, path: Path, dispatcher: Any) -> None:
+    def __init__(self, path: Path, dispatcher: Any, gate: ActiveGate | None = None) -> None:
         self.path, self.dispatcher = path, dispatcher
+        # The actor's gate (pool/active_gate.py): a candidate waiting on its build here is not
+        # active on this node.
+        self.gate = gate
         self.served = self.failed = 0
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path.unlink(missing_ok=True)
@@ -64,7 +69,11 @@ class BuildService:
             except (channel.ChannelError, OSError, ValueError, TypeError, KeyError) as exc:
                 log.warning("a malformed build request: %s", exc)
                 return
-            reply, blob = self.build(job)
+            if self.gate is None:
+                reply, blob = self.build(job)
+            else:
+                with self.gate.step_out(time.monotonic() + job.timeout_s):
+                    reply, blob = self.build(job)
             self.served += 1
             try:
                 conn.settimeout(REQUEST_TIMEOUT_S)

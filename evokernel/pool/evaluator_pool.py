@@ -102,15 +102,18 @@ class EvaluatorPool:
         self.scale = (
             config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
         )
-        capacity = planned * self.concurrency
+        # evaluation.builds=pool: one dispatcher for the cluster's builds (pool/build_pool.py), and
+        # each actor admits `ahead` more evaluations than it keeps active (pool/active_gate.py).
+        self.build_pool: Any = None
+        self.ahead = 0
+        if config.builds == "pool" and config.object_cache:
+            self.build_pool = start_build_pool(config.gpu_node_cores_kept)
+            self.ahead = config.builds_ahead if config.builds_ahead >= 0 else self.concurrency
+        capacity = planned * (self.concurrency + self.ahead)
         self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
         # Retries after a harness fault run one at a time, alone (_retry_alone).
         self._solo = SoloRetry(self.queue)
         self.stats = PoolStats()
-        # evaluation.builds=pool: one dispatcher for the cluster's builds (pool/build_pool.py).
-        self.build_pool: Any = None
-        if config.builds == "pool" and config.object_cache:
-            self.build_pool = start_build_pool(config.gpu_node_cores_kept)
         self.size = self.capacity = 0
         self.workers = ActorSet(self._new_actor, self.device, config.workers, self._resized)
         self.workers.refresh(force=True)
@@ -136,7 +139,7 @@ class EvaluatorPool:
         return [slot.load for slot in self.workers.slots]
 
     def _resized(self, actors: int) -> None:  # a node came or went, or an actor died
-        self.size, self.capacity = actors, actors * self.concurrency
+        self.size, self.capacity = actors, actors * (self.concurrency + self.ahead)
         self.queue.resize(self.capacity)
         if self.build_pool is not None:  # its actors' CPUs are no build's (pool/build_pool.py)
             self.build_pool.set_evaluators.remote(self.workers.nodes())
@@ -147,7 +150,7 @@ class EvaluatorPool:
         options: dict[str, Any] = {
             "num_cpus": 1,
             "max_restarts": 0,
-            "max_concurrency": self.concurrency + 2,
+            "max_concurrency": self.concurrency + self.ahead + 2,
             **pinned(node_id),
         }
         if self.device == "cuda":
@@ -163,6 +166,7 @@ class EvaluatorPool:
             self.config.isolation,
             self.config.object_cache,
             self.build_pool,
+            self.concurrency if self.ahead else 0,
         )
 
     async def hardware(self) -> Hardware:
@@ -283,11 +287,13 @@ class EvaluatorPool:
         return list(await asyncio.gather(*(a.header_cache.remote(wait_s) for a in self.actors)))
 
     async def build_stats(self) -> dict[str, Any]:
-        """The build pool's figures (per node: slots, builds, failures, lost, core-seconds), or
-        ``{}`` under ``evaluation.builds=local``."""
+        """The build pool's figures (per node: slots, builds, failures, lost, core-seconds; per
+        actor: its gate, pool/active_gate.py), or ``{}`` under ``evaluation.builds=local``."""
         if self.build_pool is None:
             return {}
         stats: dict[str, Any] = await self.build_pool.stats.remote()
+        # Per actor: how many were active, and waiting on their pooled builds, at most.
+        stats["gates"] = list(await asyncio.gather(*(a.gate_stats.remote() for a in self.actors)))
         return stats
 
     def known_baselines(self, task: Task) -> dict[str, Any] | None:
@@ -313,6 +319,7 @@ class EvaluatorPool:
             "replacements": self.workers.lost,
             "actors_added": self.workers.added_later,
             "concurrency_per_worker": self.concurrency,
+            "builds_ahead": self.ahead,
             "capacity": self.capacity,
             "in_flight": self.queue.in_flight,
             "submitted": sum(self.loads),

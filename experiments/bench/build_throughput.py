@@ -250,6 +250,7 @@ def run_mode(
         profile=args.profile,
         builds=mode,
         gpu_node_cores_kept=args.kept,
+        builds_ahead=args.ahead,
         workers=1 if device == "cuda" else 0,
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -285,6 +286,7 @@ def run_mode(
             },
             "retried": stats.get("retried"),
             "unavailable": stats.get("unavailable"),
+            "gates": stats.get("gates"),
         }
         if stats
         else None,
@@ -307,6 +309,9 @@ def main() -> None:
         "--concurrency", type=int, default=16, help="candidates in flight (0: the pool's default, 8 a GPU)"
     )
     parser.add_argument("--kept", type=int, default=-1, help="evaluation.gpu_node_cores_kept (-1: 4 per GPU)")
+    parser.add_argument(
+        "--ahead", type=int, default=-1, help="evaluation.builds_ahead (-1: as many as --concurrency)"
+    )
     parser.add_argument("--profile", default="kernelbench-v0")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--budget-s", type=float, default=3600.0, help="per mode; later verdicts are cut")

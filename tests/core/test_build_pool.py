@@ -34,7 +34,7 @@ from evokernel.pool import EvaluatorPool
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
 from evokernel.pool.placement import pinned
-from evokernel.types import Task
+from evokernel.types import Evaluation, Task
 
 from .test_object_cache import AXPY_C, candidate, report
 
@@ -114,6 +114,8 @@ def test_the_builds_setting_names_its_valid_values() -> None:
         from_dict({"tasks": ["t.py"]}, ["evaluation.builds=remote"])
     with pytest.raises(ConfigError, match=r"needs evaluation\.object_cache=true"):
         from_dict({"tasks": ["t.py"]}, ["evaluation.builds=pool", "evaluation.object_cache=false"])
+    with pytest.raises(ConfigError, match=r"evaluation\.builds_ahead=-2 must be -1 \(automatic"):
+        from_dict({"tasks": ["t.py"]}, ["evaluation.builds_ahead=-2"])
 
 
 def test_only_compile_errors_are_remembered() -> None:
@@ -323,19 +325,35 @@ def test_an_evaluator_actor_sends_its_candidates_builds_to_the_pool(
     monkeypatch.setenv("RAY_TMPDIR", temp_dir)
     monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     fast = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
-    config = EvaluationConfig(device="cpu", workers=1, timeout_s=120, builds="pool", timing=fast)
+    # One active evaluation, and (builds_ahead, automatic) one more admitted to wait on its build.
+    config = EvaluationConfig(
+        device="cpu", workers=1, timeout_s=120, builds="pool", timing=fast, concurrency_per_worker=1
+    )
+    slow = ", extra_cflags=['-fconstexpr-ops-limit=100000000000']"  # each build ~4 s of one core
+    sources = [
+        candidate(f"pooled {n}", SLOW + AXPY_C.replace("3.0f", f"(3.0f + 0.0f * {n})"), slow) for n in (7, 8)
+    ]
     try:
-        pool = EvaluatorPool(config, RayConfig(num_cpus=4))  # one actor's CPU, one build slot of 2
+        pool = EvaluatorPool(config, RayConfig(num_cpus=4))  # one actor's CPU, three build slots
         try:
-            source = candidate("pooled", AXPY_C.replace("3.0f", "(3.0f + 0.0f * 7)"))
-            ev = asyncio.run(pool.evaluate(axpy_task, source))
+
+            async def both() -> list[Evaluation]:
+                return list(await asyncio.gather(*(pool.evaluate(axpy_task, s) for s in sources)))
+
+            evaluations = asyncio.run(both())
             stats = asyncio.run(pool.build_stats())
         finally:
             pool.shutdown()
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
-    cache = ev.details.get("object_cache") or {}
-    assert cache.get("built") == 1 and sum((cache.get("pool") or {}).values()) == 1, (ev.reason, cache)
-    assert stats["built"] == 1 and stats["retried"] == 0, stats
-    assert report(ev)["object"].endswith(".so")  # the candidate imported the pooled object
+    for ev in evaluations:
+        cache = ev.details.get("object_cache") or {}
+        assert cache.get("built") == 1 and sum((cache.get("pool") or {}).values()) == 1, (ev.reason, cache)
+        assert report(ev)["object"].endswith(".so")  # the candidate imported the pooled object
+    assert stats["built"] == 2 and stats["retried"] == 0, stats
+    # Both builds were waited on at once while one evaluation at most was active on the node: the
+    # first stepped out of the actor's gate for its build and let the second start.
+    [gate] = stats["gates"]
+    assert gate["peak_waiting_on_builds"] == 2 and gate["peak_active"] == 1, gate
+    assert gate["over_limit"] == 0 and gate["active"] == 0, gate
