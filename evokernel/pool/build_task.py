@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +44,49 @@ def node_root() -> Path:
     return root
 
 
+def header_base() -> Path:
+    """Where this node's precompiled torch headers live (the base evaluator actors build under)."""
+    return Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}"
+
+
 def header_reads() -> list[str]:
     """The node's precompiled torch header, when one was built here (evaluation/pch.py): a
     ``build.ninja`` from a GPU node whose header was ready names it with ``-I``, and the same path
     holds the same header on a node of the same toolchain; without it gcc reads the real one."""
     from evokernel.evaluation.pch import cache_key
 
-    root = Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}" / cache_key()
+    root = header_base() / cache_key()
     return [str(root)] if root.is_dir() else []
+
+
+def start_header_build(job: BuildJob) -> subprocess.Popen[bytes] | None:
+    """Start building this node's precompiled header in the background when ``job`` names one and
+    the node has none (nor a build of it under way: ``pch.build`` makes the root first). A CPU-only
+    build node runs no evaluator, which is what builds it on a GPU node, and without it the
+    host binding's ``main.cpp`` costs ~17 s of one core instead of 7-11 (docs/benchmarks.md,
+    session 10): ~80 core-seconds once, paid back in ~8 misses. This build goes on without it."""
+    from evokernel.evaluation.launcher import sandbox_env
+    from evokernel.evaluation.pch import cache_key
+
+    base = header_base()
+    if str(base) not in job.files.get("build.ninja", "") or (base / cache_key()).exists():
+        return None
+    workdir = Path(tempfile.mkdtemp(prefix="pch-", dir=node_root()))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evokernel.evaluation.pch", str(base), "--cuda"],
+        env=sandbox_env("cuda", workdir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Reaped (and its scratch removed) by a thread of this worker, whatever the build task does.
+    threading.Thread(target=_reap, args=(proc, workdir), name="evk-pch-reap", daemon=True).start()
+    return proc
+
+
+def _reap(proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    proc.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
@@ -68,6 +106,7 @@ def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
         return BuildReply("unavailable", why, node, details={"toolchain": True}), b""
     quiet.register_builder()  # on a GPU node, stopped in timing windows like a local build
     root = node_root()
+    start_header_build(job)
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=root / "staging"))
     try:
         for name, text in job.files.items():

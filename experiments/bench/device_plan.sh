@@ -8,9 +8,9 @@
 #   run(command="bash experiments/bench/device_plan.sh STEP", carry=[".whl", "scratch"])
 #
 # Steps (each ~570 s or less; outputs under $OUT/bench/ and $OUT/tests/):
-#   gpu1, gpu2, gpu3  tests/core/test_gpu.py in thirds (45 tests, ~25 min in all on an H100)
+#   gpu1, gpu2, gpu3  tests/core/test_gpu.py in thirds (45 tests; session 23 on an H100: gpu3 136 s)
 #   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
-#                     profiling)
+#                     profiling; 415 s on an H100)
 #   window            the GPU tests of the timing window alone (confirmation, drain, the legit cases)
 #   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 330 s
 #                     (session 22: 400 s left the quiet list no time: the cut run took ~20 s more
@@ -19,8 +19,11 @@
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s
-#   builds-local, builds-pool, builds-split
-#                     issue 37: build_throughput.py per mode, then the split cluster
+#   builds-local, builds-pool, builds-both, builds-split
+#                     issue 37: build_throughput.py per mode (both: local then pool), then the
+#                     split cluster; COUNT (a stratified sample, default all), BUDGET (s per mode,
+#                     default 540) and AHEAD (evaluation.builds_ahead, default -1) from the
+#                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
@@ -90,13 +93,13 @@ case "$step" in
     modes=${step#builds-}
     [ "$modes" = both ] && modes=local,pool
     timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "$modes" \
-      --kept 2 --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+      --kept 2 --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-split)
     TMPDIR=$(mktemp -d)
     export TMPDIR
     timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds pool --split --pin \
-      --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+      --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   *)
     echo "unknown step $step" >&2

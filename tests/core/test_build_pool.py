@@ -12,7 +12,10 @@ as every cached build is. Each test checks the object imports and runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -27,10 +30,12 @@ from ray.cluster_utils import Cluster
 from evokernel.config.loading import from_dict
 from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
 from evokernel.evaluation import confined_build, landlock, seccomp
+from evokernel.evaluation.build_client import BuildJob
 from evokernel.evaluation.object_cache import ObjectCache
+from evokernel.evaluation.pch import cache_key
 from evokernel.evaluation.remote_builds import import_object
 from evokernel.exceptions import ConfigError
-from evokernel.pool import EvaluatorPool
+from evokernel.pool import EvaluatorPool, build_task
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
 from evokernel.pool.placement import pinned
@@ -274,6 +279,32 @@ def test_a_node_that_joins_mid_run_gets_builds(cluster: Cluster, tmp_path: Path)
 
 
 @needs_isolation
+def test_a_build_node_without_the_precompiled_header_starts_building_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job from a GPU node whose header was ready names it; a CPU-only build node that has none
+    starts one header build in the background (killed here: it is ~80 core-seconds)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = build_task.header_base()
+    named = BuildJob("k", "x.so", "r", {"build.ninja": f"cflags = -I{base}/0123/O3 -O3\n"}, 60.0)
+    plain = BuildJob("k", "x.so", "r", {"build.ninja": "cflags = -O3\n"}, 60.0)
+    assert build_task.start_header_build(plain) is None  # the GPU node used no header
+    proc = build_task.start_header_build(named)
+    assert proc is not None
+    try:
+        deadline = time.monotonic() + 60
+        while not (base / cache_key()).is_dir():  # pch.build makes its root before compiling
+            assert proc.poll() is None, "the header build ended before it started compiling"
+            assert time.monotonic() < deadline, "the header build never started"
+            time.sleep(0.1)
+        assert build_task.header_reads() == [str(base / cache_key())]
+        assert build_task.start_header_build(named) is None  # under way: not a second one
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
 def test_without_a_pool_the_supervisor_builds_itself_and_says_why(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
