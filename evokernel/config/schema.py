@@ -228,9 +228,10 @@ class EvaluationConfig:
     # On a GPU, build a precompiled torch/extension.h once per node (~50 s of two cores, in the
     # background) and let candidates' load_inline builds use it: main.cpp 22.5 s -> 10 s.
     precompiled_header: bool = True
-    # A load_inline .cu that includes torch/extension.h but uses only what torch/types.h declares
-    # is built with torch/types.h instead (evaluation/inline_builds.py; as written if that fails):
-    # nvcc parses the C++ frontend and pybind11 three times: 57-65 s -> 23-27 s on real files.
+    # A load_inline .cu that names only tensors of torch is built with a tensor header instead of
+    # torch's (evaluation/tensor_header.py: 29 -> 14 core-s of nvcc on real files), else one that
+    # includes torch/extension.h but uses only what torch/types.h declares with torch/types.h
+    # (57-65 s -> 23-27 s); each built the next way, last as written, if it fails.
     light_cuda_headers: bool = True
     # Compiled load_inline extensions shared by the node's candidates, actors and runs, built on
     # the trusted side under the candidates' confinement (evaluation/object_cache.py): a child that

@@ -1,7 +1,7 @@
 """Faster ``load_inline`` builds for candidates, installed in the worker before the candidate is
 imported; what a build produces stays the candidate's code.
 
-Four changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
+Five changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, each counted:
 
 * **Precompiled header** (``header``): ``-I`` of the node's precompiled ``torch/extension.h``
   (:mod:`evokernel.evaluation.pch`, which says why gcc's own checks make this safe) when the
@@ -16,6 +16,10 @@ Four changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, ea
   in (``<cmath>``, ``<cuda_fp16.h>``, ...) fails to build that way; the call is then made again
   exactly as written (``lean_cu_fallback``), so a candidate can only lose the time of the failed
   attempt, never its build.
+* **The tensor header for torch's in a ``.cu``** (``tensor_cu``): a ``.cu`` whose torch names are
+  all tensors, a few factories and dtypes gets :mod:`evokernel.evaluation.tensor_header` instead
+  of any torch header (half the nvcc core-seconds of ``torch/types.h``); a failure falls back to
+  ``light_cu`` where it applies, then to the call as written (``tensor_cu_fallback``).
 * **torch/types.h for torch/extension.h in a ``.cu``** (``light_cu``): real LLM-written kernels
   (PIKE, KernelBench) start the ``.cu`` with ``#include <torch/extension.h>`` although it only
   needs ``torch::Tensor`` and friends; the header adds the C++ frontend (``torch::nn``, optim,
@@ -41,6 +45,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evokernel.evaluation import tensor_header
 from evokernel.evaluation.arch_flags import supported_architectures, without_unbuildable_architectures
 from evokernel.evaluation.build_redirect import install_makedirs, redirect_arguments
 from evokernel.evaluation.pch import header_dir
@@ -109,6 +114,23 @@ def light_cu_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
     return {**arguments, "cuda_sources": [UMBRELLA_INCLUDE.sub(light, source) for source in cuda]}
 
 
+def tensor_cu_arguments(arguments: dict[str, Any], parameters: Any) -> dict[str, Any] | None:
+    """The call's arguments with the tensor header (tensor_header.py) for torch's headers in its
+    ``.cu``, or None when the call is not eligible."""
+    if "no_implicit_headers" not in parameters or arguments.get("no_implicit_headers"):
+        return None
+    cuda = _sources(arguments.get("cuda_sources"))
+    cpp = _sources(arguments.get("cpp_sources"))
+    if not cuda or cpp is None or arguments.get("sycl_sources") or not tensor_header.eligible(cuda):
+        return None
+    return {
+        **arguments,
+        "cpp_sources": ["#include <torch/extension.h>", *cpp],
+        "cuda_sources": ["\n".join(tensor_header.PRELUDE), *map(tensor_header.without_torch_includes, cuda)],
+        "no_implicit_headers": True,
+    }
+
+
 def install(header_root: str | None, light: bool = True, workdir: Path | None = None) -> None:
     """Wrap ``load_inline`` and ``load`` (whatever wraps them already, e.g. the launch counter,
     stays inside). ``workdir``: the confined candidate's directory, where a build directory
@@ -142,10 +164,17 @@ def install(header_root: str | None, light: bool = True, workdir: Path | None = 
         if directory is not None:
             arguments["extra_cflags"] = [f"-I{directory}", *(arguments.get("extra_cflags") or [])]
             counts["header"] += 1
-        kind, changed = "lean_cu", lean_cu_arguments(arguments, signature.parameters)
-        if changed is None and light:
-            kind, changed = "light_cu", light_cu_arguments(arguments)
-        if changed is not None:
+        # The lightest build first; each that fails to build falls back to the next, and last
+        # to the call as written.
+        attempts = [("lean_cu", lean_cu_arguments(arguments, signature.parameters))]
+        if light and attempts[0][1] is None:
+            attempts = [
+                ("tensor_cu", tensor_cu_arguments(arguments, signature.parameters)),
+                ("light_cu", light_cu_arguments(arguments)),
+            ]
+        for kind, changed in attempts:
+            if changed is None:
+                continue
             try:
                 module = original(**changed)
             except RuntimeError as exc:
@@ -201,6 +230,8 @@ NOTES = (
     ("header", "with the precompiled torch header"),
     ("lean_cu", "without torch's header in the .cu"),
     ("lean_cu_fallback", "rebuilt as written after failing without it"),
+    ("tensor_cu", "with the tensor header for torch's in the .cu"),
+    ("tensor_cu_fallback", "rebuilt after failing with the tensor header"),
     ("light_cu", "with torch/types.h for torch/extension.h in the .cu"),
     ("light_cu_fallback", "rebuilt as written after failing with torch/types.h"),
     ("redirected", "in work/redirected/ instead of a build directory outside the sandbox"),

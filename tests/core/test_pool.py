@@ -363,7 +363,8 @@ def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_t
     """On the GPU machine: the actor builds the node's precompiled torch/extension.h in the
     background, lean-layout candidates' main.cpp compile against it, and a torch-free .cu goes
     without torch's header -- or, when it needed something that header brought, as written -- and
-    a .cu that includes torch/extension.h is built with torch/types.h."""
+    a .cu that includes torch/extension.h and names only tensors is built with the tensor header
+    (evaluation/tensor_header.py)."""
     config = EvaluationConfig(device="cuda", timeout_s=150, timing=FAST, workers=1, concurrency_per_worker=2)
     gpu_pool = EvaluatorPool(config, RayConfig())
     try:
@@ -386,7 +387,7 @@ def test_load_inline_builds_on_a_gpu_take_the_fast_paths(local_ray: None, axpy_t
         assert notes == [
             f"{header}, 1 without torch's header in the .cu; evaluated class ModelNew",
             f"{header}, 1 rebuilt as written after failing without it; evaluated class ModelNew",
-            f"{header}, 1 with torch/types.h for torch/extension.h in the .cu; evaluated class ModelNew",
+            f"{header}, 1 with the tensor header for torch's in the .cu; evaluated class ModelNew",
         ]
     finally:
         gpu_pool.shutdown()
