@@ -45,13 +45,13 @@ from evokernel.evaluation.inline_builds import light_cu_arguments, tensor_cu_arg
 PARAMETERS = inspect.signature(cpp_extension.load_inline).parameters
 
 
-def compile_cu(directory: Path, var: dict[str, str], include: str) -> dict[str, Any]:
+def compile_cu(directory: Path, var: dict[str, str], include: list[str]) -> dict[str, Any]:
     """nvcc of ``directory/cuda.cu`` as its build.ninja's variables ``var`` say: ok, wall and core
     seconds."""
     command = [
         *shlex.split(var["nvcc"]),
         *shlex.split(var["cuda_cflags"]),
-        *([f"-I{include}"] if include else []),
+        *(f"-I{path}" for path in include),
         *shlex.split(var.get("cuda_post_cflags", "")),
         "-c",
         str(directory / "cuda.cu"),
@@ -84,7 +84,7 @@ def buildable(call: dict[str, Any]) -> dict[str, Any]:
     return call if fixed is None else {**call, "extra_cuda_cflags": fixed}
 
 
-def both_ways(name: str, call: dict[str, Any], tensor: dict[str, Any], include: str) -> dict[str, Any]:
+def both_ways(name: str, call: dict[str, Any], tensor: dict[str, Any], include: list[str]) -> dict[str, Any]:
     call, tensor = buildable(call), buildable(tensor)
     before = light_cu_arguments(call) or call
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,24 +103,32 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, required=True, help="a folder with solutions/*/")
     parser.add_argument("--count", default="all", help="files to compile (a stratified sample) or all")
     parser.add_argument("--jobs", type=int, default=2, help="compiles at once")
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        help="a -I directory for every compile (e.g. the CUDA "
+        "libraries' headers ATen/cuda/CUDAContext.h needs, where the toolkit lacks them)",
+    )
+    parser.add_argument("--only", default="", help="only these calls (comma-separated names, as printed)")
     args = parser.parse_args()
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # no GPU needed: the H100/H200's arch
     if cpp_extension.CUDA_HOME is None:
         cpp_extension.CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    include = ""
+    include = list(args.include)
     stand_in = Path(tempfile.mkdtemp()) / "c10" / "cuda" / "impl"
     if torch.version.cuda is None:  # a CPU-only torch: the header CUDA builds generate
         stand_in.mkdir(parents=True)
         (stand_in / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-        include = str(stand_in.parents[2])
+        include.append(str(stand_in.parents[2]))
     files = sorted(args.corpus.glob("solutions/*/*.py"))
     calls: list[tuple[str, Any, dict[str, Any] | None]] = []
     for path in files:
         if language(path.read_text()) != "cuda":
             continue
         for n, call in enumerate(recorded_calls(path)):
-            if call.get("cuda_sources"):
-                name = f"{path.parent.name}/{path.stem}:{n}"
+            name = f"{path.parent.name}/{path.stem}:{n}"
+            if call.get("cuda_sources") and (not args.only or name in args.only.split(",")):
                 calls.append((name, call, tensor_cu_arguments(call, PARAMETERS)))
     eligible = [(n, c, t) for n, c, t in calls if t is not None]
     print(f"{len(calls)} CUDA load_inline calls, {len(eligible)} eligible for the tensor header", flush=True)
