@@ -277,6 +277,9 @@ def run_mode(
         "stage_mean_s": done["figures"]["stage_mean_s"],
         "stage_mean_cpu_s": done["figures"]["stage_mean_cpu_s"],
         "host_cpu_busy": done["figures"]["host_cpu_busy"],
+        # How the load_inline calls were built (tensor_cu, light_cu, as written, ...).
+        "build_paths": done["figures"]["build_paths"],
+        "node_cpu_s_per_candidate": done["figures"]["node_cpu_s_per_candidate"],
         "concurrency": pool.concurrency,
         "builds": build_figures(evaluations),
         "pool": {
