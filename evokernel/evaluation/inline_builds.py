@@ -77,23 +77,38 @@ def _sources(value: Any) -> list[str] | None:
     return None
 
 
-def lean_cu_arguments(arguments: dict[str, Any], parameters: Any) -> dict[str, Any] | None:
-    """The call's arguments with torch's implicit headers replaced by the ones a torch-free
-    ``.cu`` needs, or None when the call is not eligible."""
+def _explicit_header_sources(
+    arguments: dict[str, Any], parameters: Any
+) -> tuple[list[str], list[str]] | None:
+    """(cuda, cpp) sources of a call that can go out with ``no_implicit_headers=True``, or None."""
     if "no_implicit_headers" not in parameters or arguments.get("no_implicit_headers"):
         return None
     cuda = _sources(arguments.get("cuda_sources"))
     cpp = _sources(arguments.get("cpp_sources"))
     if not cuda or cpp is None or arguments.get("sycl_sources"):
         return None
-    if any(TORCH_NAMES.search(source) for source in cuda):
-        return None
+    return cuda, cpp
+
+
+def _with_explicit_headers(arguments: dict[str, Any], cpp: list[str], cuda: list[str]) -> dict[str, Any]:
+    """The call with torch's implicit headers off: ``<torch/extension.h>`` first in ``main.cpp``
+    as torch would put it (so main.cpp stays identical), and ``cuda`` as the CUDA sources."""
     return {
         **arguments,
         "cpp_sources": ["#include <torch/extension.h>", *cpp],
-        "cuda_sources": [*CU_PRELUDE, *cuda],
+        "cuda_sources": cuda,
         "no_implicit_headers": True,
     }
+
+
+def lean_cu_arguments(arguments: dict[str, Any], parameters: Any) -> dict[str, Any] | None:
+    """The call's arguments with torch's implicit headers replaced by the ones a torch-free
+    ``.cu`` needs, or None when the call is not eligible."""
+    sources = _explicit_header_sources(arguments, parameters)
+    if sources is None or any(TORCH_NAMES.search(source) for source in sources[0]):
+        return None
+    cuda, cpp = sources
+    return _with_explicit_headers(arguments, cpp, [*CU_PRELUDE, *cuda])
 
 
 def light_cu_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -117,18 +132,12 @@ def light_cu_arguments(arguments: dict[str, Any]) -> dict[str, Any] | None:
 def tensor_cu_arguments(arguments: dict[str, Any], parameters: Any) -> dict[str, Any] | None:
     """The call's arguments with the tensor header (tensor_header.py) for torch's headers in its
     ``.cu``, or None when the call is not eligible."""
-    if "no_implicit_headers" not in parameters or arguments.get("no_implicit_headers"):
+    sources = _explicit_header_sources(arguments, parameters)
+    if sources is None or not tensor_header.eligible(sources[0]):
         return None
-    cuda = _sources(arguments.get("cuda_sources"))
-    cpp = _sources(arguments.get("cpp_sources"))
-    if not cuda or cpp is None or arguments.get("sycl_sources") or not tensor_header.eligible(cuda):
-        return None
-    return {
-        **arguments,
-        "cpp_sources": ["#include <torch/extension.h>", *cpp],
-        "cuda_sources": ["\n".join(tensor_header.PRELUDE), *map(tensor_header.without_torch_includes, cuda)],
-        "no_implicit_headers": True,
-    }
+    cuda, cpp = sources
+    prelude = "\n".join(tensor_header.PRELUDE)
+    return _with_explicit_headers(arguments, cpp, [prelude, *map(tensor_header.without_torch_includes, cuda)])
 
 
 def install(header_root: str | None, light: bool = True, workdir: Path | None = None) -> None:

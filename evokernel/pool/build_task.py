@@ -16,6 +16,7 @@ installation, and the reply says ``unavailable`` so the pool tries another node.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -49,13 +50,24 @@ def header_base() -> Path:
     return Path(tempfile.gettempdir()) / f"evokernel-pch-{os.getuid()}"
 
 
+@functools.cache
+def _header_key() -> str:
+    """The toolchain's header key (``cache_key`` runs the compiler: once per worker process)."""
+    from evokernel.evaluation.pch import cache_key
+
+    return cache_key()
+
+
+def header_root() -> Path:
+    """This node's header directory for its toolchain."""
+    return header_base() / _header_key()
+
+
 def header_reads() -> list[str]:
     """The node's precompiled torch header, when one was built here (evaluation/pch.py): a
     ``build.ninja`` from a GPU node whose header was ready names it with ``-I``, and the same path
     holds the same header on a node of the same toolchain; without it gcc reads the real one."""
-    from evokernel.evaluation.pch import cache_key
-
-    root = header_base() / cache_key()
+    root = header_root()
     return [str(root)] if root.is_dir() else []
 
 
@@ -66,10 +78,9 @@ def start_header_build(job: BuildJob) -> subprocess.Popen[bytes] | None:
     host binding's ``main.cpp`` costs ~17 s of one core instead of 7-11 (docs/benchmarks.md,
     session 10): ~80 core-seconds once, paid back in ~8 misses. This build goes on without it."""
     from evokernel.evaluation.launcher import sandbox_env
-    from evokernel.evaluation.pch import cache_key
 
     base = header_base()
-    if str(base) not in job.files.get("build.ninja", "") or (base / cache_key()).exists():
+    if str(base) not in job.files.get("build.ninja", "") or header_root().exists():
         return None
     workdir = Path(tempfile.mkdtemp(prefix="pch-", dir=node_root()))
     proc = subprocess.Popen(
