@@ -155,7 +155,7 @@ def _check(config: ExperimentConfig) -> None:
     if config.evaluation.builds_ahead < -1:
         raise ConfigError(
             f"evaluation.builds_ahead={config.evaluation.builds_ahead} must be -1 (automatic: as many as "
-            "evaluation.concurrency_per_worker), 0 (none) or more"
+            "evaluation.concurrency_per_worker under builds=pool or on a GPU), 0 (none) or more"
         )
     if config.budget.evaluations < 1:
         raise ConfigError("budget.evaluations must be at least 1")

@@ -258,10 +258,12 @@ class EvaluationConfig:
     # Under builds=pool: the cores a GPU node keeps for its own host work (supervisors, workers,
     # timing) and never gives to builds; -1: 4 per GPU of the node.
     gpu_node_cores_kept: int = -1
-    # Under builds=pool: evaluations an actor admits beyond concurrency_per_worker; only that many
-    # are active on its node at once, and one waiting on its pooled build is not (pool/active_gate.py):
-    # 16 in flight, each holding its place through a 63 s build on another node, capped a split
-    # cluster at ~12/min (docs/benchmarks.md, issue 37). -1: as many as concurrency_per_worker.
+    # Evaluations an actor admits beyond concurrency_per_worker; only that many are active on its
+    # node at once, and one whose extension is being built (on the pool or by its supervisor) is
+    # not (pool/active_gate.py): 16 in flight, each holding its place through a 63 s build on
+    # another node, capped a split cluster at ~12/min; through a ~45 s build on its own H100 node,
+    # at 12.75/min with the node's cores 55 % busy (docs/benchmarks.md, issue 37). -1: as many as
+    # concurrency_per_worker under builds=pool or on a GPU, none for local builds on a CPU device.
     builds_ahead: int = -1
     timing: TimingConfig = field(default_factory=TimingConfig)
 

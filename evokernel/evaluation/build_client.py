@@ -15,12 +15,19 @@ placeholder so the build node writes it into a staging directory of its own: ``b
 keeps its absolute include paths, which are the same on every node of the same toolchain
 (torch's install path, Python, compiler and CUDA home are in the cache root's key, checked on
 the build node). The reply (:class:`BuildReply`) carries the object's bytes as the frame's blob.
+
+A build the supervisor makes itself (``evaluation.builds=local``, or the pool's fallback) uses the
+same socket to step out of the actor's active gate for its duration (:func:`stepped_out`,
+pool/active_gate.py): a candidate compiling on the node's cores is not one of the node's active
+evaluations, so the actor can start another one's correctness and timing meanwhile.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,3 +144,45 @@ def ask_pool(path: str, job: BuildJob, deadline: float) -> tuple[BuildReply, byt
             raise BuildPoolUnavailable(str(exc)) from exc
     finally:
         sock.close()
+
+
+@contextmanager
+def stepped_out(path: str | None, deadline: float) -> Iterator[dict[str, float]]:
+    """Around a build this supervisor makes itself: the actor's gate counts the evaluation as not
+    active until the body ends and then waits (at most until ``deadline``, ``time.perf_counter``)
+    for an active place again. Yields a dict that gets ``back_wait_s``, the seconds that wait
+    took. Fails open: without a service (``path`` None or gone) or on a broken link the body just
+    runs, and the gate's count is what it was (an evaluation the actor counts as active)."""
+    timing: dict[str, float] = {}
+    sock = _step_out(path, deadline)
+    try:
+        yield timing
+    finally:
+        if sock is not None:
+            started = time.perf_counter()
+            try:
+                sock.settimeout(max(0.001, deadline - time.perf_counter()) + RETURN_MARGIN_S)
+                channel.send(sock, {"op": "back"})
+                channel.recv(sock)  # "in": the gate has room for this evaluation again
+                timing["back_wait_s"] = time.perf_counter() - started
+            except (channel.ChannelError, OSError):
+                pass  # the actor re-enters on its own at the deadline or when the link closes
+            finally:
+                sock.close()
+
+
+def _step_out(path: str | None, deadline: float) -> socket.socket | None:
+    """A connection on which the actor has stepped this evaluation out of its gate, or None."""
+    remaining = deadline - time.perf_counter()
+    if path is None or remaining <= 0 or not Path(path).exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(min(remaining, 10.0))
+        sock.connect(path)
+        channel.send(sock, {"op": "step_out", "timeout_s": remaining})
+        channel.recv(sock)  # "out"
+    except (channel.ChannelError, OSError):
+        sock.close()
+        return None
+    return sock

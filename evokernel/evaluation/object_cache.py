@@ -49,7 +49,13 @@ from typing import Any
 
 from evokernel.evaluation import confined_build, host_binding
 from evokernel.evaluation.build_call import FLAGS, STRINGS, call_arguments
-from evokernel.evaluation.build_client import RETURN_MARGIN_S, BuildJob, BuildPoolUnavailable, ask_pool
+from evokernel.evaluation.build_client import (
+    RETURN_MARGIN_S,
+    BuildJob,
+    BuildPoolUnavailable,
+    ask_pool,
+    stepped_out,
+)
 from evokernel.evaluation.confined_build import ISOLATION_UNAVAILABLE
 from evokernel.evaluation.object_files import copy_object, locked, prune, write_object
 
@@ -104,6 +110,9 @@ class ObjectCache:
     extra_read: list[str]
     env: dict[str, str]
     pool: str | None = None
+    # The actor's socket for stepping out of its active gate around a build made here
+    # (build_client.stepped_out), or None.
+    gate: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     build_s: float = 0.0
     # Core-seconds of this candidate's builds, here or on a build node (confined_build.py).
@@ -216,7 +225,10 @@ class ObjectCache:
                 self._add("pool_fallback")
                 self.extra["pool_fallback_reason"] = str(exc)[:300]
         hosts = self._dir("hosts")
-        run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env, hosts)
+        with stepped_out(self.gate, deadline) as waited:
+            run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env, hosts)
+        if "back_wait_s" in waited:  # seconds the build's evaluation waited for an active place again
+            self.extra["back_wait_s"] = round(self.extra.get("back_wait_s", 0.0) + waited["back_wait_s"], 3)
         self.build_cpu_s += run.cpu_s
         if run.host_reused:
             self._add("host_reused")

@@ -65,6 +65,9 @@ class EvaluationRequest:
     # The actor's build-service socket (evaluation.builds=pool: evaluation/build_client.py), added by
     # the actor; None: the supervisor compiles the object cache's misses itself.
     build_pool: str | None = field(default=None, compare=False)
+    # The same socket when the actor keeps fewer evaluations active than it admits
+    # (evaluation.builds_ahead): a build made here steps out of its gate (build_client.stepped_out).
+    build_gate: str | None = field(default=None, compare=False)
     # Added at the process line: the candidate's directory (workspace.py), when the sandbox
     # launched the supervisor (CLOCK_MONOTONIC, for details["start_s"]), and Nsight Compute's
     # lock directory for the profiler's target (profiling/stage.py).

@@ -76,6 +76,7 @@ class Supervisor:
                 dict(os.environ),
                 # evaluation.builds=pool: misses go to the Ray build pool through the actor.
                 pool=request.build_pool,
+                gate=request.build_gate,
             )
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []

@@ -22,7 +22,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evokernel.config.schema import EvaluationConfig
 
 
 class ActiveGate:
@@ -99,3 +102,16 @@ class ActiveGate:
                 "peak_waiting_on_builds": self.peak_out,
                 "over_limit": self.over_limit,
             }
+
+
+def builds_ahead(config: EvaluationConfig, device: str, concurrency: int) -> int:
+    """Evaluations an actor admits beyond the ``concurrency`` it keeps active. Builds step out
+    through the node's object cache, so none without it; ``evaluation.builds_ahead`` when set;
+    automatically as many again where a build is not the active evaluations' kind of work (on
+    the pool, or on a GPU node's cores while the active ones check and time on the GPU), and none
+    for local builds on a CPU device, whose evaluations use the same cores."""
+    if not config.object_cache:
+        return 0
+    if config.builds_ahead >= 0:
+        return config.builds_ahead
+    return concurrency if config.builds == "pool" or device == "cuda" else 0

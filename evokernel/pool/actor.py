@@ -103,9 +103,12 @@ class EvaluatorActor:
         # through this socket (pool/build_service.py); they have no Ray connection of their own.
         # active_limit: of the evaluations admitted, how many may be active at once; those waiting
         # on a pooled build are not (pool/active_gate.py). 0: all admitted ones are.
+        # The same socket lets a supervisor that builds on this node step out of the gate for it
+        # (evaluation.builds=local, or the pool's fallback).
         self.gate = ActiveGate(active_limit)
         self.builds: BuildService | None = None
-        if build_pool is not None and self.objects is not None:
+        self.pooled = build_pool is not None
+        if self.objects is not None and (self.pooled or active_limit > 0):
             self.builds = BuildService(self.root / "builds.sock", build_pool, self.gate)
         self._server_lock = threading.Lock()
         self.runner_restarts = 0
@@ -163,9 +166,14 @@ class EvaluatorActor:
         headers = self.headers.root() if self.headers is not None else None
         timeout_s = request.timeout_s
         objects = str(self.objects) if self.objects is not None else None
-        builds = str(self.builds.path) if self.builds is not None else None
+        service = str(self.builds.path) if self.builds is not None else None
         sandboxed = replace(
-            request, gpu_lock=lock, torch_pch=headers, object_cache=objects, build_pool=builds
+            request,
+            gpu_lock=lock,
+            torch_pch=headers,
+            object_cache=objects,
+            build_pool=service if self.pooled else None,
+            build_gate=service if self.gate.limit > 0 else None,
         )
         with self.gate.evaluation() as waited_s:
             result = self._evaluate(sandboxed, timeout_s)

@@ -37,12 +37,12 @@ BACKLOG = 64
 class BuildService:
     """Serves build jobs on ``path`` until :meth:`close`; ``dispatcher`` is the pool's actor."""
 
-    def __init__(self, path: Path, dispatcher: Any, gate: ActiveGate | None = None) -> None:
+    def __init__(self, path: Path, dispatcher: Any | None, gate: ActiveGate | None = None) -> None:
         self.path, self.dispatcher = path, dispatcher
         # The actor's gate (pool/active_gate.py): a candidate waiting on its build here is not
         # active on this node.
         self.gate = gate
-        self.served = self.failed = 0
+        self.served = self.failed = self.stepped_out = 0
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         path.unlink(missing_ok=True)
         self._sock.bind(str(path))
@@ -65,6 +65,9 @@ class BuildService:
             try:
                 conn.settimeout(REQUEST_TIMEOUT_S)
                 header, _ = channel.recv(conn)
+                if header.get("op") == "step_out":
+                    self._step_out(conn, float(header["timeout_s"]))
+                    return
                 job = BuildJob.from_json(header.get("job"))
             except (channel.ChannelError, OSError, ValueError, TypeError, KeyError) as exc:
                 log.warning("a malformed build request: %s", exc)
@@ -82,8 +85,35 @@ class BuildService:
                 self.failed += 1
                 log.info("a build's supervisor left before its reply: %s", exc)
 
+    def _step_out(self, conn: socket.socket, timeout_s: float) -> None:
+        """Out of the gate until the supervisor's ``back`` (or EOF, or ``timeout_s``), then in
+        again, then ``in`` to the supervisor, which waits for it before it goes on."""
+        until = time.monotonic() + timeout_s
+        self.stepped_out += 1
+        out = self.gate.step_out(until) if self.gate is not None else contextlib.nullcontext()
+        try:
+            with out:
+                channel.send(conn, {"op": "out"})
+                back = self._await_back(conn, until)
+            if back:
+                channel.send(conn, {"op": "in"})
+        except OSError as exc:  # the supervisor is gone: the gate's count is right either way
+            log.info("a stepped-out build's supervisor left: %s", exc)
+
+    @staticmethod
+    def _await_back(conn: socket.socket, until: float) -> bool:
+        """Whether the supervisor said ``back`` before ``until``; False when it left or ran out."""
+        try:
+            conn.settimeout(max(0.001, until - time.monotonic()))
+            channel.recv(conn)
+        except (channel.ChannelError, OSError):
+            return False
+        return True
+
     def build(self, job: BuildJob) -> tuple[BuildReply, bytes]:
         """``job`` on the pool: the reply, and the object's bytes when it was built."""
+        if self.dispatcher is None:
+            return BuildReply("unavailable", "builds are local (evaluation.builds=local)"), b""
         limit = job.timeout_s + RETURN_MARGIN_S
         try:
             answer = ray.get(self.dispatcher.build.remote(job.to_json()), timeout=limit)

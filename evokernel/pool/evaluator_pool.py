@@ -42,6 +42,7 @@ from evokernel.evaluation import privileges
 from evokernel.evaluation.baselines import compile_enabled
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
+from evokernel.pool.active_gate import builds_ahead
 from evokernel.pool.actor import EvaluatorActor, Hardware
 from evokernel.pool.baseline_cache import BaselineCache, BaselineStore
 from evokernel.pool.build_pool import start_build_pool
@@ -102,13 +103,12 @@ class EvaluatorPool:
         self.scale = (
             config.scale if config.scale != "auto" else ("full" if self.device == "cuda" else "small")
         )
-        # evaluation.builds=pool: one dispatcher for the cluster's builds (pool/build_pool.py), and
+        # evaluation.builds=pool: one dispatcher for the cluster's builds (pool/build_pool.py);
         # each actor admits `ahead` more evaluations than it keeps active (pool/active_gate.py).
         self.build_pool: Any = None
-        self.ahead = 0
         if config.builds == "pool" and config.object_cache:
             self.build_pool = start_build_pool(config.gpu_node_cores_kept)
-            self.ahead = config.builds_ahead if config.builds_ahead >= 0 else self.concurrency
+        self.ahead = builds_ahead(config, self.device, self.concurrency)
         capacity = planned * (self.concurrency + self.ahead)
         self.queue = FairQueue(capacity, config.max_queue or 4 * capacity)
         # Retries after a harness fault run one at a time, alone (_retry_alone).
@@ -288,10 +288,13 @@ class EvaluatorPool:
 
     async def build_stats(self) -> dict[str, Any]:
         """The build pool's figures (per node: slots, builds, failures, lost, core-seconds; per
-        actor: its gate, pool/active_gate.py), or ``{}`` under ``evaluation.builds=local``."""
-        if self.build_pool is None:
+        actor: its gate, pool/active_gate.py); under ``evaluation.builds=local`` the gates alone,
+        or ``{}`` when its actors keep all they admit active."""
+        if self.build_pool is None and not self.ahead:
             return {}
-        stats: dict[str, Any] = await self.build_pool.stats.remote()
+        stats: dict[str, Any] = {}
+        if self.build_pool is not None:
+            stats = await self.build_pool.stats.remote()
         # Per actor: how many were active, and waiting on their pooled builds, at most.
         stats["gates"] = list(await asyncio.gather(*(a.gate_stats.remote() for a in self.actors)))
         return stats

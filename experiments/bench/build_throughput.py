@@ -289,10 +289,11 @@ def run_mode(
             },
             "retried": stats.get("retried"),
             "unavailable": stats.get("unavailable"),
-            "gates": stats.get("gates"),
         }
-        if stats
+        if stats.get("nodes") is not None
         else None,
+        # Per actor: active and waiting on builds at most (both modes when builds_ahead > 0).
+        "gates": stats.get("gates"),
         "gpu_node_cores_busy": busy_share(before, after, pinned) if pinned else None,
     }
     return hardware, figures

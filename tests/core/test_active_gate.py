@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evokernel.pool.active_gate import ActiveGate
+from evokernel.config.schema import EvaluationConfig
+from evokernel.pool.active_gate import ActiveGate, builds_ahead
 
 
 def wait_for(check: Callable[[], bool], limit_s: float = 10.0) -> None:
@@ -90,3 +91,13 @@ def test_no_limit_only_counts() -> None:
     with gate.evaluation(), gate.evaluation(), gate.evaluation() as waited:
         assert waited < 1.0 and gate.stats()["active"] == 3
     assert gate.stats()["peak_active"] == 3 and gate.stats()["active"] == 0
+
+
+def test_builds_ahead_by_default_where_builds_are_not_the_active_evaluations_work() -> None:
+    local, pool = EvaluationConfig(builds="local"), EvaluationConfig(builds="pool")
+    assert builds_ahead(local, "cuda", 16) == 16  # the GPU node's cores build, its GPU checks and times
+    assert builds_ahead(pool, "cpu", 4) == 4  # builds on other nodes
+    assert builds_ahead(local, "cpu", 4) == 0  # the same cores: admitting more would only crowd them
+    assert builds_ahead(EvaluationConfig(builds_ahead=2), "cpu", 4) == 2
+    assert builds_ahead(EvaluationConfig(builds_ahead=0), "cuda", 16) == 0
+    assert builds_ahead(EvaluationConfig(object_cache=False), "cuda", 16) == 0  # nothing steps out

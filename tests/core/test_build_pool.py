@@ -19,7 +19,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from evokernel.evaluation.pch import cache_key
 from evokernel.evaluation.remote_builds import import_object
 from evokernel.exceptions import ConfigError
 from evokernel.pool import EvaluatorPool, build_task
+from evokernel.pool.active_gate import ActiveGate
 from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, choose
 from evokernel.pool.build_service import BuildService
 from evokernel.pool.placement import pinned
@@ -89,6 +90,13 @@ def answered(cache: ObjectCache, n: int, slow: bool = False, **changed: Any) -> 
     assert Path(reply["object"]).is_relative_to(cache.root / "objects")
     result: int = getattr(import_object(reply["name"], reply["object"]), f"add_{n}")(1)
     return result
+
+
+def until(check: Callable[[], bool], limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, "never got there"
+        time.sleep(0.01)
 
 
 # ---- placement, without Ray ----------------------------------------------------------------------
@@ -347,22 +355,79 @@ def test_a_compile_error_is_answered_from_the_cache_the_second_time(tmp_path: Pa
 
 
 @needs_isolation
-def test_an_evaluator_actor_sends_its_candidates_builds_to_the_pool(
-    axpy_task: Task, monkeypatch: pytest.MonkeyPatch
+def test_a_build_made_here_steps_out_of_the_gate_and_waits_for_its_place_back(tmp_path: Path) -> None:
+    """builds=local: the supervisor's own build leaves the actor's active gate over the build
+    service's socket, so another evaluation becomes active while it compiles; when the build ends,
+    its evaluation waits for the place back before it goes on."""
+    gate = ActiveGate(1)
+    service = BuildService(tmp_path / "builds.sock", None, gate)
+    root = tmp_path / "root"
+    root.mkdir()
+    cache = ObjectCache(root, "required", [], {"PATH": "/usr/bin:/bin"}, gate=str(service.path))
+    results: dict[str, int] = {}
+    second_in, second_go = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with gate.evaluation():
+            results["first"] = answered(cache, 51, slow=True)
+
+    def second() -> None:
+        with gate.evaluation():
+            second_in.set()
+            second_go.wait(60)
+
+    building = threading.Thread(target=first, daemon=True)
+    other = threading.Thread(target=second, daemon=True)
+    try:
+        building.start()
+        until(lambda: gate.stats()["waiting_on_builds"] == 1, 60)
+        other.start()
+        assert second_in.wait(30), gate.stats()  # active while the first one compiles
+        until(lambda: gate.stats()["waiting_on_builds"] == 0, 60)  # its build ended
+        time.sleep(0.5)
+        assert building.is_alive() and "first" not in results, gate.stats()  # waiting for its place
+        second_go.set()
+        building.join(60)
+        assert results == {"first": 52}
+    finally:
+        second_go.set()
+        service.close()
+    assert cache.counts == {"built": 1} and "pool_fallback" not in cache.extra, cache.extra
+    assert cache.extra["back_wait_s"] >= 0.5, cache.extra
+    assert service.stepped_out == 1 and service.served == 0
+    stats = gate.stats()
+    assert stats["peak_active"] == 1 and stats["over_limit"] == 0 and stats["active"] == 0, stats
+
+
+@needs_isolation
+@pytest.mark.parametrize("builds", ["pool", "local"])
+def test_an_evaluator_actors_builds_step_out_of_its_gate(
+    axpy_task: Task, monkeypatch: pytest.MonkeyPatch, builds: str
 ) -> None:
     """The whole way: pool -> actor -> fork-server -> supervisor -> the actor's build service ->
-    dispatcher -> a build task, and the object back into the candidate's import."""
+    dispatcher -> a build task, and the object back into the candidate's import; or, under
+    builds=local, the supervisor's own build stepped out of the gate over the same socket."""
     temp_dir = tempfile.mkdtemp(prefix="evk-bp-", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", temp_dir)
     monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     fast = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
-    # One active evaluation, and (builds_ahead, automatic) one more admitted to wait on its build.
+    # One active evaluation, and one more admitted to wait on its build (builds_ahead: automatic
+    # under pool; on a CPU device local builds step out only when it is set).
     config = EvaluationConfig(
-        device="cpu", workers=1, timeout_s=120, builds="pool", timing=fast, concurrency_per_worker=1
+        device="cpu",
+        workers=1,
+        timeout_s=120,
+        builds=builds,
+        timing=fast,
+        concurrency_per_worker=1,
+        builds_ahead=-1 if builds == "pool" else 1,
     )
     slow = ", extra_cflags=['-fconstexpr-ops-limit=100000000000']"  # each build ~4 s of one core
+    # Objects of their own per mode: the node's object cache outlives the test within the session.
+    numbers = (7, 8) if builds == "pool" else (9, 10)
     sources = [
-        candidate(f"pooled {n}", SLOW + AXPY_C.replace("3.0f", f"(3.0f + 0.0f * {n})"), slow) for n in (7, 8)
+        candidate(f"{builds} {n}", SLOW + AXPY_C.replace("3.0f", f"(3.0f + 0.0f * {n})"), slow)
+        for n in numbers
     ]
     try:
         pool = EvaluatorPool(config, RayConfig(num_cpus=4))  # one actor's CPU, three build slots
@@ -378,11 +443,17 @@ def test_an_evaluator_actor_sends_its_candidates_builds_to_the_pool(
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
+    pooled = 1 if builds == "pool" else 0
     for ev in evaluations:
         cache = ev.details.get("object_cache") or {}
-        assert cache.get("built") == 1 and sum((cache.get("pool") or {}).values()) == 1, (ev.reason, cache)
-        assert report(ev)["object"].endswith(".so")  # the candidate imported the pooled object
-    assert stats["built"] == 2 and stats["retried"] == 0, stats
+        on_pool = sum((cache.get("pool") or {}).values())
+        assert cache.get("built") == 1 and on_pool == pooled, (ev.reason, cache)
+        assert "pool_fallback" not in cache, cache
+        assert report(ev)["object"].endswith(".so")  # the candidate imported the built object
+    if builds == "pool":
+        assert stats["built"] == 2 and stats["retried"] == 0, stats
+    else:
+        assert "nodes" not in stats, stats
     # Both builds were waited on at once while one evaluation at most was active on the node: the
     # first stepped out of the actor's gate for its build and let the second start.
     [gate] = stats["gates"]
