@@ -18,6 +18,9 @@
 #                     to stop), then the quiet list at concurrency 1 in run 1's TMPDIR (its object
 #                     cache holds their builds)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
+#   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
+#                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
+#   reference         issue 35: reference_modes.py on VanillaRNN (~2 min), traces kept
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s
 #   builds-local, builds-pool, builds-both, builds-split
@@ -27,7 +30,7 @@
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -78,6 +81,21 @@ case "$step" in
     export TMPDIR
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
+    ;;
+  split1 | split2)
+    # issue 37: run1/run2 with builds on three pinned 4-core CPU-only nodes and the GPU node on 4
+    # cores of its own (CONC in flight, default 16): dispersion between split1 and split2 against
+    # run1/run2's, where the quiet windows pause the node's own builds
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles kernelbench-v0 --concurrency "${CONC:-16}" --builds pool --split --pin \
+      --stream "$OUT/bench/$step.jsonl" 2>&1 | tail -5
+    ;;
+  reference)
+    # issue 35: what moves a tiny host-bound eager reference (VanillaRNN) between windows
+    timeout 570 python3 experiments/bench/reference_modes.py --task "$C/tasks/33_VanillaRNN.py" \
+      --save-traces --out "$OUT/bench/reference_modes" 2>&1 | tee "$OUT/bench/reference_modes.log" | tail -30
     ;;
   strict | kernelbench | v0)
     profile=$([ "$step" = v0 ] && echo kernelbench-v0 || echo "$step")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -30,6 +31,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from split_cluster import busy_share, cpu_lines, split_cluster
 
 RULE = re.compile(r"rule ([\w-]+)")
 
@@ -172,11 +175,29 @@ def main() -> None:
         "--timing", nargs="*", default=[], help="evaluation.timing settings as KEY=VALUE (JSON values)"
     )
     parser.add_argument("--merge", type=Path, nargs="+", help="no run: tables and JSON from --stream files")
+    # Issue 37: the same verdicts with builds elsewhere (evaluation.builds), on this machine split
+    # into a GPU node and CPU-only build nodes (split_cluster.py), for the speedup dispersion
+    # against a one-node run whose quiet windows pause its builds.
+    parser.add_argument("--builds", default="local", choices=["local", "pool"])
+    parser.add_argument("--kept", type=int, default=-1, help="evaluation.gpu_node_cores_kept")
+    parser.add_argument("--split", action="store_true", help="a GPU node and CPU-only build nodes")
+    parser.add_argument("--node-cpus", type=int, default=4)
+    parser.add_argument("--build-nodes", type=int, default=3)
+    parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
     args = parser.parse_args()
     if args.merge:
         merge(args.merge)
         return
+    # The cluster first: it turns on Ray's token authentication, which Ray reads when imported.
+    cluster = (
+        split_cluster(args.node_cpus, args.build_nodes, args.pin) if args.split else contextlib.nullcontext()
+    )
+    with cluster as split:
+        run(args, split)
 
+
+def run(args: argparse.Namespace, split: tuple[str, list[int]] | None) -> None:
+    """The verdicts of every kernel under each profile, on the local cluster or ``split``'s."""
     import torch
 
     from evokernel.config.schema import EvaluationConfig, RayConfig, TimingConfig
@@ -197,6 +218,8 @@ def main() -> None:
     results: dict[str, Any] = {"device": device, "kernels": len(pairs), "profiles": {}}
     details: dict[str, Any] = {}
     started = time.monotonic()
+    results["builds"], results["split"] = args.builds, args.split
+    address, pinned = split if split else (None, [])
     with tempfile.TemporaryDirectory() as tmp:
         library = SolutionLibrary(Path(tmp) / "baselines.db")  # baselines measured once for all profiles
         for profile in args.profiles.split(","):
@@ -207,13 +230,25 @@ def main() -> None:
                 compile_baseline=args.compile_baseline,
                 profile=profile,
                 timing=TimingConfig(**timing),
+                builds=args.builds,
+                gpu_node_cores_kept=args.kept,
             )
-            pool = EvaluatorPool(config, RayConfig(), baselines=library)
+            pool = EvaluatorPool(config, RayConfig(address=address), baselines=library)
             if device == "cuda":
                 results["hardware"] = asyncio.run(pool.hardware()).describe()
             t0 = time.monotonic()
+            before = cpu_lines()
             rows = asyncio.run(evaluate_all(pool, tasks, pairs, args.stream))
+            after = cpu_lines()
+            stats = asyncio.run(pool.build_stats())
             pool.shutdown()
+            if pinned:  # the GPU node's own cores over the profile's run
+                results.setdefault("gpu_node_cores_busy", {})[profile] = busy_share(before, after, pinned)
+            if stats.get("nodes"):
+                results.setdefault("builds_per_node", {})[profile] = {
+                    node[:12]: {k: v.get(k) for k in ("gpu", "built", "failed", "lost")}
+                    for node, v in stats["nodes"].items()
+                }
             details[profile] = rows
             results["profiles"][profile] = {**summarise(rows), "wall_s": round(time.monotonic() - t0, 1)}
             print(table(profile, rows), flush=True)
