@@ -95,7 +95,10 @@ def test_a_run_told_to_use_n_gpus_gets_n_actors_one_gpu_each(ray_temp_dir: str) 
             labels = ray.get([a.__ray_call__.remote(lambda actor: actor.label) for a in pool.actors])
             gpus = {label.split("@")[0] for label in labels}
             assert len(gpus) == len(labels) == 2 and all(g.startswith("gpu") for g in gpus), labels
-            assert pool.health()["capacity"] == 2 * pool.concurrency
+            # Each admits as many again as it keeps active: on a GPU a candidate's build uses the
+            # node's cores, not its GPU (evaluation.builds_ahead, automatic; pool/active_gate.py).
+            assert pool.ahead == pool.concurrency
+            assert pool.health()["capacity"] == 2 * (pool.concurrency + pool.ahead)
         finally:
             pool.shutdown()
     finally:
