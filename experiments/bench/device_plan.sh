@@ -21,6 +21,7 @@
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
 #   reference         issue 35: reference_modes.py on VanillaRNN (~2 min), traces kept
+#   hacks             issue 34: hack_profiles.py on the GPU (every family under all three profiles)
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s
 #   builds-local, builds-pool, builds-both, builds-split
@@ -30,7 +31,7 @@
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference hacks strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -96,6 +97,12 @@ case "$step" in
     # issue 35: what moves a tiny host-bound eager reference (VanillaRNN) between windows
     timeout 570 python3 experiments/bench/reference_modes.py --task "$C/tasks/33_VanillaRNN.py" \
       --save-traces --out "$OUT/bench/reference_modes" 2>&1 | tee "$OUT/bench/reference_modes.log" | tail -30
+    ;;
+  hacks)
+    # issue 34: the hack corpus (CUDA fixtures and the CPU ones worth repeating) under all three
+    # profiles, static rules on and, where a file says, off
+    timeout 570 python3 experiments/bench/hack_profiles.py --device cuda --jobs "${JOBS:-6}" 2>&1 \
+      | tee "$OUT/bench/hack_profiles.log" | tail -25
     ;;
   strict | kernelbench | v0)
     profile=$([ "$step" = v0 ] && echo kernelbench-v0 || echo "$step")

@@ -14,7 +14,7 @@ from evokernel.evaluation.profiles import PROFILES
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_task
-from tests.core.corpus import FIXTURES, load_case
+from tests.core.corpus import FIXTURES, Case, corpus, load_case
 
 CLEAN = rules.CallFacts(
     launches=1,
@@ -105,3 +105,24 @@ def test_each_rule_refuses_its_hack_under_every_profile(rule: str, hack: str, pr
     ev = run_sandboxed(request, case.timeout_s)
     assert ev.profile == profile
     assert ev.status.value == "rejected" and f"rule {rule}" in ev.reason, f"{ev.status.value}: {ev.reason}"
+
+
+ALLOWED = [(c, p) for c in corpus("hack") if c.device == "cpu" for p in c.allowed_by]
+
+
+@pytest.mark.parametrize(("case", "profile"), ALLOWED, ids=[f"{c.id}-{p}" for c, p in ALLOWED])
+def test_a_trick_within_a_field_profiles_contract_is_accepted_there_only(case: Case, profile: str) -> None:
+    """What a fixture's ``allowed-by`` claims: the field's contract (default sizes only, or 1e-2)
+    does not reach the trick, so that profile accepts it as the field would; strict refuses it
+    (the corpus tests). experiments/bench/hack_profiles.py runs the whole corpus under all three."""
+    assert profile in PROFILES and profile != "strict"
+    request = build_request(
+        load_task(case.task),
+        case.path.read_text(),
+        device="cpu",
+        scale="small",
+        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
+        evaluation=EvaluationConfig(profile=profile),
+    )
+    ev = run_sandboxed(request, case.timeout_s)
+    assert ev.profile == profile and ev.status.value == "correct", f"{ev.status.value}: {ev.reason}"
