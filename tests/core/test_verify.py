@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,20 +25,6 @@ FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 HACKS = [c for c in corpus("hack") if c.device == "cpu"]
 LEGIT = [c for c in corpus("legit") if c.device == "cpu"]
 FAULTS = [c for c in corpus("fault") if c.device == "cpu"]
-
-
-@pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    """The pool's launch path for the corpus cases: each supervisor forked from a server that
-    imported torch and triton once (its worker forked from it in turn), instead of a new
-    interpreter per case (~2.5 s a case on 2 cores, most of it imports, over ~60 cases).
-    ``evokernel verify``'s new-interpreter path is what the command tests below run."""
-    server = ForkServer("cpu", Path(tempfile.gettempdir()))
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.close()
 
 
 def evaluate(
