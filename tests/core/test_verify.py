@@ -182,12 +182,16 @@ def test_kernelbench_v0_profile_accepts_a_kernel_within_1e_2_that_strict_refuses
 
 
 @pytest.mark.slow
-def test_parameters_made_in_the_same_order_under_other_names_get_the_reference_weights() -> None:
+def test_parameters_made_in_the_same_order_under_other_names_get_the_reference_weights(
+    fork_server: ForkServer,
+) -> None:
     case = next(c for c in LEGIT if c.id == "linear_renamed_parameters")
-    ev = evaluate(case)
+    ev = evaluate(case, server=fork_server)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}"
     assert list(ev.details["weights"]) == ["same seed (names or shapes differ from the reference's)"]
-    original = evaluate(next(c for c in LEGIT if c.id == "linear_torch_matmul_triton_epilogue"))
+    original = evaluate(
+        next(c for c in LEGIT if c.id == "linear_torch_matmul_triton_epilogue"), server=fork_server
+    )
     assert list(original.details["weights"]) == ["exact copy (same names and shapes)"]
 
 
