@@ -5,8 +5,10 @@ Sections are delimited by banner comments; add new fixtures in their own section
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.leaks import describe, scratch_left, wait_for_no_processes
+from tests.support.killed_run import KilledRun, kill_and_resume
+from tests.support.leaks import describe, processes_using, scratch_left, wait_for_no_processes
 from tests.support.llm_server import LLMServer
 from tests.support.pgserver import PostgresServer, PostgresStartError, PostgresUnavailable, start_server
 
@@ -124,3 +127,25 @@ def library_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def llm_server() -> Iterator[LLMServer]:
     with LLMServer() as server:
         yield server
+
+
+# ================================================================================================
+# A real run from the command line, SIGKILLed mid-run and resumed (tests/support/killed_run.py)
+# ================================================================================================
+#
+# Made once for test_cleanup, test_resume and test_export, which each checked one side of the same
+# two `evokernel run` commands. Its TMPDIR is its own (short, under /tmp: Ray's unix sockets live
+# below it); what still uses it when the session ends is killed then, after test_cleanup has
+# looked for it.
+
+
+@pytest.fixture(scope="session")
+def killed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KilledRun]:
+    private = Path(tempfile.mkdtemp(prefix="ekt-", dir="/tmp"))
+    try:
+        yield kill_and_resume(tmp_path_factory.mktemp("killed-run"), private)
+    finally:
+        for pid in processes_using(private, exiting_agents=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(private, ignore_errors=True)

@@ -141,19 +141,35 @@ def test_only_compile_errors_are_remembered() -> None:
 
 
 # ---- a real cluster ------------------------------------------------------------------------------
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def cluster_head() -> Iterator[Cluster]:
+    """The head (no CPUs: it builds nothing), started once for the module's cluster tests."""
     temp_dir = tempfile.mkdtemp(prefix="evk-bp-", dir="/tmp")  # short: Ray's socket paths
-    monkeypatch.setenv("RAY_TMPDIR", temp_dir)
-    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    head_args = {"num_cpus": 0, "include_dashboard": False, "_system_config": FAST_NODE_DEATH}
-    made = Cluster(initialize_head=True, head_node_args=head_args)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_TMPDIR", temp_dir)
+        env.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        head_args = {"num_cpus": 0, "include_dashboard": False, "_system_config": FAST_NODE_DEATH}
+        made = Cluster(initialize_head=True, head_node_args=head_args)
+        try:
+            yield made
+        finally:
+            ray.shutdown()
+            made.shutdown()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster(cluster_head: Cluster) -> Iterator[Cluster]:
+    """The module's head with no build node: each test adds its own, and they go (with the test's
+    driver and so its dispatcher) when it ends. The dispatcher counts only alive nodes, and a new
+    one per test starts with no builds, so nothing of one test shows in the next one's stats."""
+    assert not cluster_head.worker_nodes
     try:
-        yield made
+        yield cluster_head
     finally:
         ray.shutdown()
-        made.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        for node in list(cluster_head.worker_nodes):
+            cluster_head.remove_node(node)
 
 
 class Pool:

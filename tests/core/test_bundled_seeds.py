@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from evokernel.config.schema import TimingConfig
+from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_tasks
@@ -21,7 +22,7 @@ def test_the_suite_ships_enough_seeds() -> None:
 
 
 @pytest.mark.parametrize("task", SEEDED, ids=[t.name for t in SEEDED])
-def test_bundled_seed_is_correct_under_the_interpreter(task: Task) -> None:
+def test_bundled_seed_is_correct_under_the_interpreter(task: Task, fork_server: ForkServer) -> None:
     assert task.seed_source is not None
     request = build_request(
         task,
@@ -30,5 +31,5 @@ def test_bundled_seed_is_correct_under_the_interpreter(task: Task) -> None:
         scale="small",
         timing=TimingConfig(warmup_ms=1, min_reps=2, max_reps=3, max_ms=10),
     )
-    ev = run_sandboxed(request, timeout_s=180)
+    ev = run_sandboxed(request, timeout_s=180, launcher=fork_server.spawn)  # as the pool launches it
     assert ev.status is Status.CORRECT, f"{ev.status}: {ev.reason}\n{ev.feedback}"

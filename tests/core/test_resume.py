@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.killed_run import BUDGET as KILLED_BUDGET
+from tests.support.killed_run import KilledRun
 from tests.support.library_rows import count, polled_count
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -31,8 +33,16 @@ def _evokernel(*args: str, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
-def test_killed_then_resume_gives_exactly_the_budget(tmp_path: Path, stop: signal.Signals) -> None:
+def test_sigkill_then_resume_gives_exactly_the_budget(killed_run: KilledRun) -> None:
+    """The session's run (tests/support/killed_run.py): SIGKILLed once the seed was evaluated and
+    the first generation's work was in flight, then resumed."""
+    db = killed_run.db
+    assert killed_run.evaluated_at_kill < KILLED_BUDGET
+    assert f"resuming run {killed_run.run_id}" in killed_run.log.read_text()
+    _check_exactly_the_budget(db, KILLED_BUDGET)
+
+
+def test_sigterm_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
     db, log = tmp_path / "lib.db", tmp_path / "run.log"
     config = tmp_path / "exp.yaml"
     config.write_text(
@@ -42,7 +52,7 @@ def test_killed_then_resume_gives_exactly_the_budget(tmp_path: Path, stop: signa
     )
     driver = _evokernel(str(config), log=log)
     deadline = time.monotonic() + 240
-    # Kill once the seed is evaluated and the first generation's work is in flight.
+    # Stopped once the seed is evaluated and the first generation's work is in flight.
     while (
         polled_count(db, "select count(*) from evaluations") < 2
         or polled_count(db, "select count(*) from candidates where status = 'pending'")
@@ -52,11 +62,11 @@ def test_killed_then_resume_gives_exactly_the_budget(tmp_path: Path, stop: signa
         assert driver.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
         time.sleep(0.2)
-    os.kill(driver.pid, stop)
+    os.kill(driver.pid, signal.SIGTERM)
     returncode = driver.wait(timeout=120)
-    if stop == signal.SIGTERM:  # a scheduler's stop: the CLI's own exit, not death by the signal
-        assert returncode == 143, log.read_text()
-        assert "stopped by SIGTERM" in log.read_text()
+    # A scheduler's stop: the CLI's own exit, not death by the signal.
+    assert returncode == 143, log.read_text()
+    assert "stopped by SIGTERM" in log.read_text()
     evaluated_at_kill = count(db, "select count(*) from evaluations")
     assert evaluated_at_kill < BUDGET
     with sqlite3.connect(db) as conn:
@@ -69,14 +79,18 @@ def test_killed_then_resume_gives_exactly_the_budget(tmp_path: Path, stop: signa
         os.killpg(driver.pid, signal.SIGKILL) if _group_alive(driver.pid) else None
 
     assert f"resuming run {run_id}" in log.read_text()
+    _check_exactly_the_budget(db, BUDGET)
+
+
+def _check_exactly_the_budget(db: Path, budget: int) -> None:
     assert count(db, "select count(*) from runs") == 1
-    assert count(db, "select count(*) from candidates") == BUDGET
+    assert count(db, "select count(*) from candidates") == budget
     assert count(db, "select count(*) from candidates where status = 'pending'") == 0
-    assert count(db, "select count(*) from evaluations") == BUDGET  # one evaluation per candidate
-    assert count(db, "select count(distinct candidate_id) from evaluations") == BUDGET
+    assert count(db, "select count(*) from evaluations") == budget  # one evaluation per candidate
+    assert count(db, "select count(distinct candidate_id) from evaluations") == budget
     assert count(db, "select count(*) from proposals where state = 'open'") == 0
-    assert count(db, "select count(*) from proposals where state = 'done'") == BUDGET
-    assert count(db, "select count(distinct source_hash) from candidates") == BUDGET
+    assert count(db, "select count(*) from proposals where state = 'done'") == budget
+    assert count(db, "select count(distinct source_hash) from candidates") == budget
     assert count(db, "select count(*) from runs where status = 'finished'") == 1
     assert count(db, "select count(*) from run_events where kind = 'resumed'") == 1
 

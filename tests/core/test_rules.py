@@ -10,6 +10,7 @@ import pytest
 
 from evokernel.config.schema import EvaluationConfig, TimingConfig
 from evokernel.evaluation import rules
+from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.profiles import PROFILES
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
@@ -91,7 +92,9 @@ CPU_HACKS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", list(PROFILES))
 @pytest.mark.parametrize(("rule", "hack"), list(CPU_HACKS.items()))
-def test_each_rule_refuses_its_hack_under_every_profile(rule: str, hack: str, profile: str) -> None:
+def test_each_rule_refuses_its_hack_under_every_profile(
+    rule: str, hack: str, profile: str, fork_server: ForkServer
+) -> None:
     case = load_case(FIXTURES / "hacks" / f"{hack}.py")
     request = build_request(
         load_task(case.task),
@@ -102,7 +105,7 @@ def test_each_rule_refuses_its_hack_under_every_profile(rule: str, hack: str, pr
         evaluation=EvaluationConfig(profile=profile),
         static_checks=False,
     )
-    ev = run_sandboxed(request, case.timeout_s)
+    ev = run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)  # the pool's launch path
     assert ev.profile == profile
     assert ev.status.value == "rejected" and f"rule {rule}" in ev.reason, f"{ev.status.value}: {ev.reason}"
 

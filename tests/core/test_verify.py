@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,20 +25,6 @@ FAST = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
 HACKS = [c for c in corpus("hack") if c.device == "cpu"]
 LEGIT = [c for c in corpus("legit") if c.device == "cpu"]
 FAULTS = [c for c in corpus("fault") if c.device == "cpu"]
-
-
-@pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    """The pool's launch path for the corpus cases: each supervisor forked from a server that
-    imported torch and triton once (its worker forked from it in turn), instead of a new
-    interpreter per case (~2.5 s a case on 2 cores, most of it imports, over ~60 cases).
-    ``evokernel verify``'s new-interpreter path is what the command tests below run."""
-    server = ForkServer("cpu", Path(tempfile.gettempdir()))
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.close()
 
 
 def evaluate(
@@ -199,12 +182,16 @@ def test_kernelbench_v0_profile_accepts_a_kernel_within_1e_2_that_strict_refuses
 
 
 @pytest.mark.slow
-def test_parameters_made_in_the_same_order_under_other_names_get_the_reference_weights() -> None:
+def test_parameters_made_in_the_same_order_under_other_names_get_the_reference_weights(
+    fork_server: ForkServer,
+) -> None:
     case = next(c for c in LEGIT if c.id == "linear_renamed_parameters")
-    ev = evaluate(case)
+    ev = evaluate(case, server=fork_server)
     assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}"
     assert list(ev.details["weights"]) == ["same seed (names or shapes differ from the reference's)"]
-    original = evaluate(next(c for c in LEGIT if c.id == "linear_torch_matmul_triton_epilogue"))
+    original = evaluate(
+        next(c for c in LEGIT if c.id == "linear_torch_matmul_triton_epilogue"), server=fork_server
+    )
     assert list(original.details["weights"]) == ["exact copy (same names and shapes)"]
 
 

@@ -15,31 +15,18 @@ from evokernel.db import SolutionLibrary
 from evokernel.exceptions import ExportError
 from evokernel.export.kernels import export_kernels
 from evokernel.types import source_hash
+from tests.support.killed_run import KilledRun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.mark.slow
 def test_export_verify_on_a_quickstart_like_cpu_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    killed_run: KilledRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    exp = tmp_path / "exp"
-    exp.mkdir()
-    for name in ("axpy.py", "axpy.seed.py"):
-        shutil.copy(FIXTURES / "tasks" / name, exp / name)
-    (exp / "quick.yaml").write_text(
-        "name: quick\ntasks: [axpy.py]\nlibrary: lib.db\nbudget: {evaluations: 4}\n"
-        "strategy: {name: pike_b, params: {branches: 2, top_k: 2}}\n"
-        "evaluation: {timeout_s: 120, timing: {warmup_ms: 1, min_reps: 3, max_ms: 50}}\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "evokernel", "run", "exp/quick.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    db, out = tmp_path / "lib.db", tmp_path / "kernels"
+    """The library of the session's quickstart-like CPU run from the command line (axpy, pike_b,
+    tune; tests/support/killed_run.py: SIGKILLed mid-run and resumed, so finished)."""
+    db, out = killed_run.db, tmp_path / "kernels"
     assert (
         main(["export", "--library", str(db), "--out", str(out), "--top", "2", "--verify", "--device", "cpu"])
         == 0
