@@ -114,7 +114,9 @@ ALLOWED = [(c, p) for c in corpus("hack") if c.device == "cpu" for p in c.allowe
 
 
 @pytest.mark.parametrize(("case", "profile"), ALLOWED, ids=[f"{c.id}-{p}" for c, p in ALLOWED])
-def test_a_trick_within_a_field_profiles_contract_is_accepted_there_only(case: Case, profile: str) -> None:
+def test_a_trick_within_a_field_profiles_contract_is_accepted_there_only(
+    case: Case, profile: str, fork_server: ForkServer
+) -> None:
     """What a fixture's ``allowed-by`` claims: the field's contract (default sizes only, or 1e-2)
     does not reach the trick, so that profile accepts it as the field would; strict refuses it
     (the corpus tests). experiments/bench/hack_profiles.py runs the whole corpus under all three."""
@@ -127,5 +129,5 @@ def test_a_trick_within_a_field_profiles_contract_is_accepted_there_only(case: C
         timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
         evaluation=EvaluationConfig(profile=profile),
     )
-    ev = run_sandboxed(request, case.timeout_s)
+    ev = run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)
     assert ev.profile == profile and ev.status.value == "correct", f"{ev.status.value}: {ev.reason}"
