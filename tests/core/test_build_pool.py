@@ -41,6 +41,7 @@ from evokernel.pool.build_pool import BuildDispatcher, BuildNode, build_slots, c
 from evokernel.pool.build_service import BuildService
 from evokernel.pool.placement import pinned
 from evokernel.types import Evaluation, Task
+from tests.support.ray_cluster import head_only_cluster
 
 from .test_object_cache import AXPY_C, candidate, report
 
@@ -56,11 +57,6 @@ SLOW = """constexpr long spin(long n) { long s = 0;
   for (long i = 0; i < n; ++i) for (long j = 0; j < 1000; ++j) s += (i ^ j) % 7; return s; }
 static_assert(spin(3000) >= 0, "");
 """
-FAST_NODE_DEATH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 500,
-    "health_check_failure_threshold": 3,
-}
 
 
 def call(n: int, slow: bool = False) -> dict[str, Any]:
@@ -148,13 +144,10 @@ def cluster_head() -> Iterator[Cluster]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_TMPDIR", temp_dir)
         env.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-        head_args = {"num_cpus": 0, "include_dashboard": False, "_system_config": FAST_NODE_DEATH}
-        made = Cluster(initialize_head=True, head_node_args=head_args)
         try:
-            yield made
+            with head_only_cluster() as made:
+                yield made
         finally:
-            ray.shutdown()
-            made.shutdown()
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 

@@ -33,6 +33,7 @@ from evokernel.pool import EvaluatorPool
 from evokernel.pool.placement import NodeRoom, additions
 from evokernel.run.progress import ProgressPrinter
 from evokernel.run.runner import RunSummary, run_experiment
+from tests.support.ray_cluster import head_only_cluster
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
 FAST = [
@@ -43,11 +44,6 @@ FAST = [
     "strategy.params.branches=2",
 ]
 # A lost node is declared dead after 3 missed 0.5 s health checks (Ray's default: 5 x 3 s).
-FAST_NODE_DEATH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 500,
-    "health_check_failure_threshold": 3,
-}
 WAIT_S = 90.0
 
 
@@ -107,13 +103,8 @@ def test_a_run_told_to_use_n_gpus_gets_n_actors_one_gpu_each(ray_temp_dir: str) 
 
 @pytest.fixture
 def cluster(ray_temp_dir: str) -> Iterator[Cluster]:
-    head_args = {"num_cpus": 0, "include_dashboard": False, "_system_config": FAST_NODE_DEATH}
-    made = Cluster(initialize_head=True, head_node_args=head_args)
-    try:
+    with head_only_cluster() as made:
         yield made
-    finally:
-        ray.shutdown()
-        made.shutdown()
 
 
 def add_node(cluster: Cluster, name: str) -> str:

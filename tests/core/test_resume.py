@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.killed_run import BUDGET as KILLED_BUDGET
-from tests.support.killed_run import KilledRun
+from tests.support.killed_run import KilledRun, wait_for_work_in_flight
 from tests.support.library_rows import count, polled_count
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -51,17 +51,7 @@ def test_sigterm_then_resume_gives_exactly_the_budget(tmp_path: Path) -> None:
         "evaluation: {timeout_s: 120, timing: {warmup_ms: 1, min_reps: 3, max_ms: 50}}\n"
     )
     driver = _evokernel(str(config), log=log)
-    deadline = time.monotonic() + 240
-    # Stopped once the seed is evaluated and the first generation's work is in flight.
-    while (
-        polled_count(db, "select count(*) from evaluations") < 2
-        or polled_count(db, "select count(*) from candidates where status = 'pending'")
-        + polled_count(db, "select count(*) from proposals where state = 'open'")
-        < 1
-    ):
-        assert driver.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
-        time.sleep(0.2)
+    wait_for_work_in_flight(driver, db, log)
     os.kill(driver.pid, signal.SIGTERM)
     returncode = driver.wait(timeout=120)
     # A scheduler's stop: the CLI's own exit, not death by the signal.

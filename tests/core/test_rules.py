@@ -15,6 +15,7 @@ from evokernel.evaluation.profiles import PROFILES
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_task
+from evokernel.types import Evaluation
 from tests.core.corpus import FIXTURES, Case, corpus, load_case
 
 CLEAN = rules.CallFacts(
@@ -79,6 +80,20 @@ def test_a_missing_or_mistyped_fact_is_a_protocol_violation() -> None:
         rules.CallFacts.decode(None)
 
 
+def judged(case: Case, profile: str, fork_server: ForkServer, static_checks: bool = True) -> Evaluation:
+    """``case`` on the CPU under ``profile``, through the fork server (the pool's launch path)."""
+    request = build_request(
+        load_task(case.task),
+        case.path.read_text(),
+        device="cpu",
+        scale="small",
+        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
+        evaluation=EvaluationConfig(profile=profile),
+        static_checks=static_checks,
+    )
+    return run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)
+
+
 # A CPU hack per rule a CPU candidate can break (streams and side-stream need a GPU: test_gpu.py).
 CPU_HACKS = {
     "harness-modified": "monkeypatch_timer",
@@ -95,17 +110,7 @@ CPU_HACKS = {
 def test_each_rule_refuses_its_hack_under_every_profile(
     rule: str, hack: str, profile: str, fork_server: ForkServer
 ) -> None:
-    case = load_case(FIXTURES / "hacks" / f"{hack}.py")
-    request = build_request(
-        load_task(case.task),
-        case.path.read_text(),
-        device="cpu",
-        scale="small",
-        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
-        evaluation=EvaluationConfig(profile=profile),
-        static_checks=False,
-    )
-    ev = run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)  # the pool's launch path
+    ev = judged(load_case(FIXTURES / "hacks" / f"{hack}.py"), profile, fork_server, static_checks=False)
     assert ev.profile == profile
     assert ev.status.value == "rejected" and f"rule {rule}" in ev.reason, f"{ev.status.value}: {ev.reason}"
 
@@ -121,13 +126,5 @@ def test_a_trick_within_a_field_profiles_contract_is_accepted_there_only(
     does not reach the trick, so that profile accepts it as the field would; strict refuses it
     (the corpus tests). experiments/bench/hack_profiles.py runs the whole corpus under all three."""
     assert profile in PROFILES and profile != "strict"
-    request = build_request(
-        load_task(case.task),
-        case.path.read_text(),
-        device="cpu",
-        scale="small",
-        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
-        evaluation=EvaluationConfig(profile=profile),
-    )
-    ev = run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)
+    ev = judged(case, profile, fork_server)
     assert ev.profile == profile and ev.status.value == "correct", f"{ev.status.value}: {ev.reason}"

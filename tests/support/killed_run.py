@@ -40,6 +40,23 @@ class KilledRun:
     evaluated_at_kill: int
 
 
+def wait_for_work_in_flight(
+    driver: subprocess.Popen[bytes], db: Path, log: Path, limit_s: float = 240
+) -> None:
+    """Until the run's seed is evaluated and its first generation's work is in flight: the moment
+    a stopped run has something to lose."""
+    deadline = time.monotonic() + limit_s
+    while (
+        polled_count(db, "select count(*) from evaluations") < 2
+        or polled_count(db, "select count(*) from candidates where status = 'pending'")
+        + polled_count(db, "select count(*) from proposals where state = 'open'")
+        < 1
+    ):
+        assert driver.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
+        time.sleep(0.2)
+
+
 def _evokernel(root: Path, tmp: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TMPDIR": str(tmp)}
     env.pop("RAY_ADDRESS", None)
@@ -65,17 +82,7 @@ def kill_and_resume(root: Path, tmp: Path) -> KilledRun:
     )
     db, log = root / "lib.db", root / "run.log"
     driver = _evokernel(root, tmp, log)
-    deadline = time.monotonic() + 240
-    # Killed once the seed is evaluated and the first generation's work is in flight.
-    while (
-        polled_count(db, "select count(*) from evaluations") < 2
-        or polled_count(db, "select count(*) from candidates where status = 'pending'")
-        + polled_count(db, "select count(*) from proposals where state = 'open'")
-        < 1
-    ):
-        assert driver.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "run made no progress: " + log.read_text()
-        time.sleep(0.2)
+    wait_for_work_in_flight(driver, db, log)
     # The driver alone: its actors, fork-servers and candidates are left to find that out.
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
