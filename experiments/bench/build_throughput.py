@@ -104,7 +104,7 @@ def corpus_files(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
 
 
 def run_mode(
-    args: argparse.Namespace, mode: str, files: list[Any], address: str | None, pinned: list[int]
+    args: argparse.Namespace, mode: str, ahead: int, files: list[Any], address: str | None, pinned: list[int]
 ) -> Any:
     import torch
 
@@ -122,7 +122,7 @@ def run_mode(
         profile=args.profile,
         builds=mode,
         gpu_node_cores_kept=args.kept,
-        builds_ahead=args.ahead,
+        builds_ahead=ahead,
         workers=1 if device == "cuda" else 0,
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,7 +180,12 @@ def main() -> None:
         "--folders", default="orig,openevolve_pop_25_no_agents_300,openevolve_pop_10_no_agents_300"
     )
     parser.add_argument("--count", default="all", help="how many CUDA files (a stratified sample) or all")
-    parser.add_argument("--builds", default="local,pool", help="modes in order: local, pool or both")
+    parser.add_argument(
+        "--builds",
+        default="local,pool",
+        help="modes in order, each local or pool, optionally :AHEAD (local:0,local: without and with "
+        "builds ahead, side by side)",
+    )
     parser.add_argument(
         "--concurrency", type=int, default=16, help="candidates in flight (0: the pool's default, 8 a GPU)"
     )
@@ -211,8 +216,8 @@ def main() -> None:
     if args.split and args.kept < 0:
         args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
     modes = [m.strip() for m in args.builds.split(",") if m.strip()]
-    if not modes or any(m not in ("local", "pool") for m in modes):
-        parser.error("--builds takes local, pool or local,pool")
+    if not modes or any(m.split(":")[0] not in ("local", "pool") for m in modes):
+        parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD")
     files = corpus_files(args)
     results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
     print(f"{len(files)} distinct files", flush=True)
@@ -221,10 +226,13 @@ def main() -> None:
     )
     with cluster as split:
         address, pinned = split if split else (None, [])
-        for mode in modes:
-            results["hardware"], figures = run_mode(args, mode, files, address, pinned)
-            results["modes"][mode] = figures
-            print(f"{mode}: {json.dumps(figures)}", flush=True)
+        for spec in modes:
+            mode, _, ahead = spec.partition(":")
+            results["hardware"], figures = run_mode(
+                args, mode, int(ahead) if ahead else args.ahead, files, address, pinned
+            )
+            results["modes"][spec] = figures
+            print(f"{spec}: {json.dumps(figures)}", flush=True)
             if address is None:
                 import ray
 
@@ -232,6 +240,11 @@ def main() -> None:
     if "local" in results["modes"] and "pool" in results["modes"]:
         local, pool = results["modes"]["local"], results["modes"]["pool"]
         results["speedup_per_min"] = round(pool["per_min_per_gpu"] / max(local["per_min_per_gpu"], 1e-9), 2)
+    if len(modes) > 1:  # each mode's rate over the first's, measured side by side in this run
+        first = results["modes"][modes[0]]["per_min_per_gpu"]
+        results["per_min_vs_first"] = {
+            spec: round(results["modes"][spec]["per_min_per_gpu"] / max(first, 1e-9), 2) for spec in modes[1:]
+        }
     print(json.dumps(results))
 
 

@@ -24,6 +24,7 @@
 #   hacks             issue 34: hack_profiles.py on the GPU (every family under all three profiles)
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s
+#   builds-ahead      issue 37: local builds with builds_ahead 0 then automatic, one call
 #   builds-local, builds-pool, builds-both, builds-split
 #                     issue 37: build_throughput.py per mode (both: local then pool), then the
 #                     split cluster; COUNT (a stratified sample, default all), BUDGET (s per mode,
@@ -31,7 +32,7 @@
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference hacks strict kernelbench v0 builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference hacks strict kernelbench v0 builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -110,6 +111,14 @@ case "$step" in
     export TMPDIR
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles "$profile" --concurrency 16 --stream "$OUT/bench/verdicts_$step.jsonl" 2>&1 | tail -20
+    ;;
+  builds-ahead)
+    # issue 37: local builds without and with builds ahead (the supervisor's build out of the
+    # active gate), side by side in one call: BUDGET (default 200) s each
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds local:0,local:-1 \
+      --count "${COUNT:-all}" --budget-s "${BUDGET:-200}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-local | builds-pool | builds-both)
     # COUNT (a stratified sample of the CUDA files, or all) and BUDGET (s per mode) fit both modes
