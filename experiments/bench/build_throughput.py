@@ -31,8 +31,10 @@ import asyncio
 import contextlib
 import json
 import shutil
+import subprocess
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,25 @@ def corpus_files(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
     return stratified(cuda, args.count)
 
 
+@contextlib.contextmanager
+def gpu_memory_peak() -> Iterator[dict[str, int]]:
+    """The GPU's peak memory.used (MiB, nvidia-smi each second) over the body; {} without one."""
+    out: dict[str, int] = {}
+    if shutil.which("nvidia-smi") is None:
+        yield out
+        return
+    query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms", "1000"]
+    proc = subprocess.Popen(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        yield out
+    finally:
+        proc.terminate()
+        text, _ = proc.communicate(timeout=10)
+        used = [int(x) for x in text.split() if x.isdigit()]
+        if used:
+            out["peak_mib"] = max(used)
+
+
 def run_mode(
     args: argparse.Namespace, mode: str, ahead: int, files: list[Any], address: str | None, pinned: list[int]
 ) -> Any:
@@ -138,7 +159,8 @@ def run_mode(
         hardware, headers = asyncio.run(warm_up())
         print(f"{mode}: {len(files)} files, {pool.concurrency} in flight; headers {headers}", flush=True)
         before = cpu_lines()
-        done = asyncio.run(run_phase(pool, mode, files, None, args.budget_s))
+        with gpu_memory_peak() as memory:
+            done = asyncio.run(run_phase(pool, mode, files, None, args.budget_s))
         after = cpu_lines()
         stats = asyncio.run(pool.build_stats())
         pool.shutdown()
@@ -167,6 +189,8 @@ def run_mode(
         # Per actor: active and waiting on builds at most (both modes when builds_ahead > 0).
         "gates": stats.get("gates"),
         "gpu_node_cores_busy": busy_share(before, after, pinned) if pinned else None,
+        # Builds ahead keep more candidates' processes alive at once: the GPU memory they hold.
+        "gpu_memory_peak_mib": memory.get("peak_mib"),
     }
     return hardware, figures
 
