@@ -16,7 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from evokernel.config.schema import EvaluationConfig, TimingConfig
+from evokernel.evaluation.request import build_request
+from evokernel.tasks import load_task
 from evokernel.types import Evaluation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +80,23 @@ def load_case(path: Path) -> Case:
         device=header.get("device", "cpu"),
         timeout_s=float(header.get("timeout", "120")),
         allowed_by=tuple(header.get("allowed-by", "").split("(")[0].split()),
+    )
+
+
+# Refusals and verdicts, not figures: a few short timed calls.
+FAST_CPU_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
+
+
+def cpu_request(case: Case, profile: str = "strict", static_checks: bool = True) -> dict[str, Any]:
+    """The sandbox request for ``case`` on the CPU (small sizes, fast timing) under ``profile``."""
+    return build_request(
+        load_task(case.task),
+        case.path.read_text(),
+        device="cpu",
+        scale="small",
+        timing=FAST_CPU_TIMING,
+        evaluation=EvaluationConfig(profile=profile),
+        static_checks=static_checks,
     )
 
 

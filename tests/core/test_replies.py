@@ -13,13 +13,11 @@ import pytest
 
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation import replies
-from evokernel.evaluation.request import build_request
 from evokernel.evaluation.request_parts import timing_from_json
 from evokernel.evaluation.rules import ProtocolViolation
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.evaluation.timing_stats import TimingResult
-from evokernel.tasks import load_task
-from tests.core.corpus import FIXTURES, load_case
+from tests.core.corpus import FIXTURES, cpu_request, load_case
 
 FACTS: dict[str, Any] = {
     "launches": 1,
@@ -151,14 +149,6 @@ def test_a_worker_reply_lacking_a_field_is_refused_as_protocol_not_passed() -> N
     """The candidate rewrites the worker's replies on their way out (a module no harness snapshot
     holds), so the import reply lacks ``failed_builds``: once read as none, now rule protocol."""
     case = load_case(FIXTURES / "hacks" / "worker_reply_field_dropped.py")
-    request = build_request(
-        load_task(case.task),
-        case.path.read_text(),
-        device="cpu",
-        scale="small",
-        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
-        static_checks=False,
-    )
-    ev = run_sandboxed(request, case.timeout_s)
+    ev = run_sandboxed(cpu_request(case, static_checks=False), case.timeout_s)
     assert (ev.status.value, ev.stage) == ("rejected", "integrity"), f"{ev.status.value}: {ev.reason}"
     assert "rule protocol: the worker's import reply: missing key 'failed_builds'" in ev.reason

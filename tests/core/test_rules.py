@@ -8,15 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from evokernel.config.schema import EvaluationConfig, TimingConfig
 from evokernel.evaluation import rules
 from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.profiles import PROFILES
-from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
-from evokernel.tasks import load_task
 from evokernel.types import Evaluation
-from tests.core.corpus import FIXTURES, Case, corpus, load_case
+from tests.core.corpus import FIXTURES, Case, corpus, cpu_request, load_case
 
 CLEAN = rules.CallFacts(
     launches=1,
@@ -82,16 +79,9 @@ def test_a_missing_or_mistyped_fact_is_a_protocol_violation() -> None:
 
 def judged(case: Case, profile: str, fork_server: ForkServer, static_checks: bool = True) -> Evaluation:
     """``case`` on the CPU under ``profile``, through the fork server (the pool's launch path)."""
-    request = build_request(
-        load_task(case.task),
-        case.path.read_text(),
-        device="cpu",
-        scale="small",
-        timing=TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30),
-        evaluation=EvaluationConfig(profile=profile),
-        static_checks=static_checks,
+    return run_sandboxed(
+        cpu_request(case, profile, static_checks), case.timeout_s, launcher=fork_server.spawn
     )
-    return run_sandboxed(request, case.timeout_s, launcher=fork_server.spawn)
 
 
 # A CPU hack per rule a CPU candidate can break (streams and side-stream need a GPU: test_gpu.py).
