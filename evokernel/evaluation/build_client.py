@@ -120,18 +120,10 @@ def ask_pool(path: str, job: BuildJob, deadline: float) -> tuple[BuildReply, byt
     """Send ``job`` to the actor's build service at ``path`` and wait for the reply until
     ``deadline`` (``time.perf_counter``). Raises ``TimeoutError`` past it and
     :class:`BuildPoolUnavailable` when the service cannot be reached or breaks the link."""
-    remaining = deadline - time.perf_counter()
-    if remaining <= 0:
+    if deadline <= time.perf_counter():
         raise TimeoutError("no time left for the extension build")
-    if not Path(path).exists():
-        raise BuildPoolUnavailable(f"no build service at {path}")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _connect(path, deadline)
     try:
-        sock.settimeout(min(remaining, 10.0))
-        try:
-            sock.connect(path)
-        except OSError as exc:
-            raise BuildPoolUnavailable(f"the actor's build service did not answer: {exc}") from exc
         sock.settimeout(max(0.001, deadline - time.perf_counter()))
         try:
             channel.send(sock, {"op": "build", "job": job.to_json()})
@@ -171,15 +163,31 @@ def stepped_out(path: str | None, deadline: float) -> Iterator[dict[str, float]]
                 sock.close()
 
 
+def _connect(path: str, deadline: float) -> socket.socket:
+    """A connection to the actor's build service (10 s at most to connect); raises
+    :class:`BuildPoolUnavailable` when there is none or it does not answer."""
+    if not Path(path).exists():
+        raise BuildPoolUnavailable(f"no build service at {path}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(max(0.001, min(deadline - time.perf_counter(), 10.0)))
+        sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        raise BuildPoolUnavailable(f"the actor's build service did not answer: {exc}") from exc
+    return sock
+
+
 def _step_out(path: str | None, deadline: float) -> socket.socket | None:
     """A connection on which the actor has stepped this evaluation out of its gate, or None."""
     remaining = deadline - time.perf_counter()
-    if path is None or remaining <= 0 or not Path(path).exists():
+    if path is None or remaining <= 0:
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(min(remaining, 10.0))
-        sock.connect(path)
+        sock = _connect(path, deadline)
+    except BuildPoolUnavailable:
+        return None
+    try:
         channel.send(sock, {"op": "step_out", "timeout_s": remaining})
         channel.recv(sock)  # "out"
     except (channel.ChannelError, OSError):

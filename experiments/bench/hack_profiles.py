@@ -34,16 +34,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the corpus reader lives with the fixtures, under tests/
 
-from evokernel.config.schema import EvaluationConfig, TimingConfig  # noqa: E402
 from evokernel.evaluation.profiles import PROFILES  # noqa: E402
-from evokernel.evaluation.request import build_request  # noqa: E402
 from evokernel.evaluation.sandbox import run_sandboxed  # noqa: E402
-from evokernel.tasks import load_task  # noqa: E402
-from tests.core.corpus import FIXTURES, Case, Expectation, load_case  # noqa: E402
-
-# As the tests time them: refusals, not figures, are what this measures.
-CPU_TIMING = TimingConfig(warmup_ms=1, min_reps=3, max_reps=10, max_ms=30)
-GPU_TIMING = TimingConfig(warmup_ms=10, max_ms=200, baseline_min_ms=200)
+from tests.core.corpus import FIXTURES, Case, Expectation, case_request, load_case  # noqa: E402
 
 
 def cases(device: str, only: list[str]) -> list[Case]:
@@ -60,20 +53,9 @@ def cases(device: str, only: list[str]) -> list[Case]:
 def judge(case: Case, profile: str, device: str, static: bool) -> dict[str, Any]:
     expect: Expectation | None = case.expect if static else case.without_static
     assert expect is not None
-    request = build_request(
-        load_task(case.task),
-        case.path.read_text(),
-        device=device,
-        scale="full" if device == "cuda" else "small",
-        timing=GPU_TIMING if device == "cuda" else CPU_TIMING,
-        evaluation=EvaluationConfig(profile=profile, compile_baseline="off"),
-        static_checks=static,
-    )
     started = time.monotonic()
-    ev = run_sandboxed(request, case.timeout_s)
-    matched = (ev.status.value, ev.stage) == (expect.status, expect.stage) and (
-        not expect.rule or f"rule {expect.rule}" in ev.reason
-    )
+    ev = run_sandboxed(case_request(case, profile, static, device), case.timeout_s)
+    matched = expect.met_by(ev)
     row = {
         "case": case.id,
         "profile": profile,

@@ -17,7 +17,7 @@ from evokernel.evaluation.request_parts import timing_from_json
 from evokernel.evaluation.rules import ProtocolViolation
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.evaluation.timing_stats import TimingResult
-from tests.core.corpus import FIXTURES, cpu_request, load_case
+from tests.core.corpus import FIXTURES, case_request, load_case
 
 FACTS: dict[str, Any] = {
     "launches": 1,
@@ -149,6 +149,6 @@ def test_a_worker_reply_lacking_a_field_is_refused_as_protocol_not_passed() -> N
     """The candidate rewrites the worker's replies on their way out (a module no harness snapshot
     holds), so the import reply lacks ``failed_builds``: once read as none, now rule protocol."""
     case = load_case(FIXTURES / "hacks" / "worker_reply_field_dropped.py")
-    ev = run_sandboxed(cpu_request(case, static_checks=False), case.timeout_s)
+    ev = run_sandboxed(case_request(case, static_checks=False), case.timeout_s)
     assert (ev.status.value, ev.stage) == ("rejected", "integrity"), f"{ev.status.value}: {ev.reason}"
     assert "rule protocol: the worker's import reply: missing key 'failed_builds'" in ev.reason

@@ -13,7 +13,7 @@ from evokernel.evaluation.forkserver import ForkServer
 from evokernel.evaluation.profiles import PROFILES
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.types import Evaluation
-from tests.core.corpus import FIXTURES, Case, corpus, cpu_request, load_case
+from tests.core.corpus import FIXTURES, Case, case_request, corpus, load_case
 
 CLEAN = rules.CallFacts(
     launches=1,
@@ -80,7 +80,7 @@ def test_a_missing_or_mistyped_fact_is_a_protocol_violation() -> None:
 def judged(case: Case, profile: str, fork_server: ForkServer, static_checks: bool = True) -> Evaluation:
     """``case`` on the CPU under ``profile``, through the fork server (the pool's launch path)."""
     return run_sandboxed(
-        cpu_request(case, profile, static_checks), case.timeout_s, launcher=fork_server.spawn
+        case_request(case, profile, static_checks), case.timeout_s, launcher=fork_server.spawn
     )
 
 
