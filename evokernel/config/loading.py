@@ -15,7 +15,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from evokernel.config.schema import PROFILE_NAMES, ExperimentConfig
+from evokernel.config.schema import CALL_STARTS, PROFILE_NAMES, ExperimentConfig
 from evokernel.exceptions import ConfigError
 
 
@@ -143,6 +143,7 @@ def _check(config: ExperimentConfig) -> None:
         "evaluation.profiling": (config.evaluation.profiling, ("none", "timeline", "counters")),
         "evaluation.builds": (config.evaluation.builds, ("local", "pool")),
         "evaluation.confirm_best": (config.evaluation.confirm_best, ("auto", "on", "off")),
+        "evaluation.timing.call_start": (config.evaluation.timing.call_start, CALL_STARTS),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:

@@ -29,7 +29,7 @@ import torch
 from evokernel.evaluation.clocks import clock_state
 from evokernel.evaluation.gpulock import GpuLock
 from evokernel.evaluation.loading import build_reference, load_source, make_inputs
-from evokernel.evaluation.timing import TIMING_METHOD, time_callable
+from evokernel.evaluation.timing import time_callable, timing_method
 
 if TYPE_CHECKING:
     from evokernel.evaluation.request import EvaluationRequest
@@ -40,9 +40,9 @@ KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 
 @functools.cache  # fixed for the process; asked for every candidate's timing stage
-def software_versions(device: str) -> str:
+def software_versions(device: str, call_start: str = "queued") -> str:
     """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-4``: a baseline is reused on
-    identical software and timing method."""
+    identical software and timing method (``call_start``: timing.timing_method)."""
     parts = []
     for package in ("torch", "triton"):
         try:
@@ -51,7 +51,7 @@ def software_versions(device: str) -> str:
             parts.append(f"{package} ?")
     if device == "cuda":
         parts.append(f"cuda {torch.version.cuda}")
-    parts.append(f"timing {TIMING_METHOD}")
+    parts.append(f"timing {timing_method(call_start)}")
     return " / ".join(parts)
 
 
@@ -70,7 +70,10 @@ def measure_baselines(task: ModuleType, device: torch.device, request: Evaluatio
     on the timing variant's seed-0 inputs; timings are dicts of
     :class:`~evokernel.evaluation.timing.TimingResult`, ``*_graph`` the cache entries of graph figures."""
     # NVML through ctypes (microseconds a query), not nvidia-smi (a subprocess) once per candidate.
-    out: dict[str, Any] = {"baseline_key": key_for(device), "gpu_clocks": clock_state(device)}
+    out: dict[str, Any] = {
+        "baseline_key": key_for(device, request.timing.call_start),
+        "gpu_clocks": clock_state(device),
+    }
     settings = request.timing
     if device.type == "cuda":  # on a CPU the interpreter's figures say nothing about drift on GPUs
         settings = settings.for_baseline()
@@ -109,8 +112,8 @@ def measure_baselines(task: ModuleType, device: torch.device, request: Evaluatio
     return out
 
 
-def key_for(device: torch.device) -> dict[str, str]:
-    return {"device": device_label(device), "versions": software_versions(device.type)}
+def key_for(device: torch.device, call_start: str) -> dict[str, str]:
+    return {"device": device_label(device), "versions": software_versions(device.type, call_start)}
 
 
 def _cached(
@@ -131,7 +134,7 @@ def _cached(
 
 def all_cached(request: EvaluationRequest, device: torch.device) -> bool:
     """Every baseline the request needs is cached for this device and software: nothing to time."""
-    key = key_for(device)
+    key = key_for(device, request.timing.call_start)
     return all(
         _cached(request, kind, key) is not None
         for kind in TIMED

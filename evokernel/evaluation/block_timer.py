@@ -26,6 +26,7 @@ from evokernel.evaluation.timing import (
     _settle,
     collect_batch,
     enqueue_batch,
+    idle_start,
 )
 from evokernel.evaluation.timing_stats import TimingResult, _summary
 
@@ -75,7 +76,10 @@ class BlockTimer:
             self.warmup_ms, self.settled = _settle(
                 self.fn, self.device, self.settings, self.flush, self.prepare
             )
-            probe = collect_batch(enqueue_batch(self.fn, self.flush, 3, self.prepare), self.device)
+            probe = collect_batch(
+                enqueue_batch(self.fn, self.flush, 3, self.prepare, idle=idle_start(self.settings)),
+                self.device,
+            )
             return statistics.median(probe)
         self.fn()
         while (time.perf_counter() - start) * 1e3 < self.settings.warmup_ms:
@@ -92,7 +96,9 @@ class BlockTimer:
             samples = self._cpu_calls(calls, per_call)
             self._issued(wall, cpu, wait, calls)
         else:
-            pairs = enqueue_batch(self.fn, self.flush, calls, self.prepare, per_call)
+            pairs = enqueue_batch(
+                self.fn, self.flush, calls, self.prepare, per_call, idle=idle_start(self.settings)
+            )
             self._issued(wall, cpu, wait, calls)
             self.blocks += 1
             # Read while the block runs (after the synchronize the GPU is idle and says so): the

@@ -34,6 +34,22 @@ baseline is timed once per (task, GPU, software) and cached, so 1 s costs nothin
 and cuBLAS under the power cap shifts between ~180 and ~184 µs (matmul_fp16) from one 100 ms window
 to the next, which moved speedups by up to 3 % between fresh processes.
 
+**Where a call starts** (``call_start``). Calls are queued back to back, each behind its flush,
+and their events read after one synchronize per batch (``queued``, the method until session 25).
+The flush is ~60-80 us of GPU work that the host does not wait for, so while the host issues a
+call the GPU is still flushing: a call issued faster than the flush runs from a full queue and
+its events hold only its GPU time; a slower one's hold its issue time *less* the flush's. For a
+host-bound call that is a figure of neither kind, and it amplifies the host's speed: VanillaRNN's
+eager reference spent 0.115-0.150 ms issuing each call and its events said 0.024-0.048 ms in
+windows of the same run on an H200 (session 22), and with the flush F taken from both sides of a
+pair a uniform host slowdown s moves (s h_ref - F) / (s h_cand - F) where h_ref / h_cand does not
+move. ``idle`` waits for the flush before each call's first event: the events then hold the call's
+latency from an idle GPU (GPU time for a GPU-bound call, issue time for a host-bound one, the
+first launch's latency in both), which moves with the host one to one on both sides of a pair.
+KernelBench's ``cuda_event`` method flushes and records its start without waiting, as ``queued``
+does; its ``host_time`` waits, as ``idle`` does. The graph replays below are not flushed and
+start queued either way: their difference removes what a replay's start costs.
+
 The host-clock figures beside the event ones (``wall_median_ms``, ``stream_tail_ms``, ...) are
 :mod:`evokernel.evaluation.host_clock`'s, for the side-stream check.
 """
@@ -69,8 +85,10 @@ __all__ = [
     "comparable",
     "enqueue_batch",
     "finish_cuda",
+    "idle_start",
     "median_rse",
     "time_callable",
+    "timing_method",
 ]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -191,15 +209,27 @@ def _time_cpu(
 Pairs = list[tuple[torch.cuda.Event, torch.cuda.Event]]
 
 
+def idle_start(settings: TimingSettings) -> bool:
+    return settings.call_start == "idle"
+
+
+def timing_method(call_start: str) -> str:
+    """The method's name in a baseline's cache key: a baseline taken with calls started one way
+    is never compared with a candidate timed the other way."""
+    return TIMING_METHOD if call_start == "queued" else f"{TIMING_METHOD} {call_start}"
+
+
 def enqueue_batch(
     fn: Callable[[], Any],
     flush: torch.Tensor | None,
     n: int = BATCH,
     prepare: Callable[[], Any] | None = None,
     host: list[tuple[int, int]] | None = None,
+    idle: bool = False,
 ) -> Pairs:
     """Queue ``n`` event-bracketed calls, each after ``prepare`` and an L2 flush when given; events
-    are read after one synchronize (:func:`collect_batch`): per-call syncs would add launch gaps.
+    are read after one synchronize (:func:`collect_batch`). ``idle`` (``call_start``, above): each
+    flushed call starts once the GPU has finished everything before it, the flush included.
     ``host`` receives each call's ``(wall ns, thread CPU ns)`` from before its first event to after
     its last (block_timer.py): the clock reads sit outside the events, so they time nothing."""
     pairs = []
@@ -208,6 +238,8 @@ def enqueue_batch(
             prepare()
         if flush is not None:
             flush.zero_()
+            if idle:
+                torch.cuda.synchronize(flush.device)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if host is not None:
             wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
@@ -240,7 +272,8 @@ def _settle(
         window_start = time.perf_counter()
         samples: list[float] = []
         while not samples or (time.perf_counter() - window_start) * 1e3 < SETTLE_WINDOW_MS:
-            samples += collect_batch(enqueue_batch(fn, flush, prepare=prepare), device)
+            pairs = enqueue_batch(fn, flush, prepare=prepare, idle=idle_start(settings))
+            samples += collect_batch(pairs, device)
         windows.append(_interquartile_mean(samples))
         elapsed = (time.perf_counter() - start) * 1e3
         recent = windows[-SETTLE_WINDOWS:]
@@ -271,7 +304,7 @@ def _time_cuda(
     budget_start = time.perf_counter()
     batches = 0
     while len(samples) < settings.max_reps:
-        pairs = enqueue_batch(fn, flush, prepare=prepare)
+        pairs = enqueue_batch(fn, flush, prepare=prepare, idle=idle_start(settings))
         batches += 1
         # Read while the batch runs (after the synchronize the GPU is idle and says so); the full
         # state on batches 1, 2, 4, 8, ... keeps NVML queries to a handful per timing.

@@ -174,7 +174,7 @@ class EvaluatorPool:
             slot = await self.workers.slot("", self.config.timeout_s)
             if slot is None:
                 raise EvaluationError("no evaluator actor is alive to describe the hardware")
-            self._hardware = Hardware(**await slot.actor.hardware.remote())
+            self._hardware = Hardware(**await slot.actor.hardware.remote(self.config.timing.call_start))
         return self._hardware
 
     def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> EvaluationRequest:

@@ -21,6 +21,10 @@
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
 #   reference         issue 35: reference_modes.py on VanillaRNN (~2 min), traces kept
+#   starts1, starts2  issue 35: where a timed call starts (timing.call_start queued / idle) on the
+#                     24 kernels that moved most (moved24.list), one object cache at a fixed TMPDIR:
+#                     starts1 builds (idle0, cold), then queued1, idle1; starts2 queued2, idle2
+#                     (run it right after starts1, on the same warm machine, or its first run builds)
 #   hacks             issue 34: hack_profiles.py on the GPU (every family under all three profiles)
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s
@@ -32,7 +36,7 @@
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 reference hacks strict kernelbench v0 builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -93,6 +97,19 @@ case "$step" in
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency "${CONC:-16}" --builds pool --split --pin \
       --stream "$OUT/bench/$step.jsonl" 2>&1 | tail -5
+    ;;
+  starts1 | starts2)
+    export TMPDIR=/tmp/tmp_starts
+    mkdir -p "$TMPDIR"
+    runs=(idle0 queued1 idle1)
+    [ "$step" = starts2 ] && runs=(queued2 idle2)
+    for r in "${runs[@]}"; do
+      cut=150
+      [ "$r" = idle0 ] && cut=200
+      timeout -s INT $cut python3 -u experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+        --profiles kernelbench-v0 --concurrency 16 --only experiments/bench/data/trusted_fitness_moved24.list \
+        --timing "call_start=\"${r%%[0-9]}\"" --stream "$OUT/bench/starts_$r.jsonl" 2>&1 | tail -3
+    done
     ;;
   reference)
     # issue 35: what moves a tiny host-bound eager reference (VanillaRNN) between windows

@@ -37,7 +37,8 @@ def request_with(task: Task, baselines: dict[str, Any]) -> EvaluationRequest:
 def test_cached_baselines_need_no_gpu_lock_stale_ones_wait_for_it(axpy_task: Task, tmp_path: Path) -> None:
     assert axpy_task.seed_source is not None
     entry = {"median_ms": 1.5, "iqr_ms": 0.0, "cv": 0.0, "reps": 0}
-    cached: dict[str, Any] = {"key": key_for(CPU), "eager": entry, "compile": None, "eager_graph": None}
+    key = key_for(CPU, FAST_TIMING.call_start)
+    cached: dict[str, Any] = {"key": key, "eager": entry, "compile": None, "eager_graph": None}
     locks = tmp_path / "locks"
     locks.mkdir()
     fd = held_gate(locks)

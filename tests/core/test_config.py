@@ -74,6 +74,10 @@ def test_wrong_type_and_bad_values_are_errors() -> None:
     # YAML's booleans (on, off, true, no, ...) mean what they say.
     assert load_config(QUICKSTART, ["evaluation.confirm_best=on"]).evaluation.confirm_best == "on"
     assert load_config(QUICKSTART, ["evaluation.confirm_best=false"]).evaluation.confirm_best == "off"
+    with pytest.raises(ConfigError, match=r"timing\.call_start='cold' is not one of queued, idle"):
+        load_config(QUICKSTART, ["evaluation.timing.call_start=cold"])
+    idle = load_config(QUICKSTART, ["evaluation.timing.call_start=idle"])
+    assert idle.evaluation.timing.call_start == "idle"
     with pytest.raises(ConfigError, match="key=value"):
         load_config(QUICKSTART, ["budget.evaluations"])
 

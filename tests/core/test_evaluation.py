@@ -224,6 +224,14 @@ def test_baselines_are_reused_only_for_the_same_device_and_software(axpy_task: T
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=other
     )
     assert run_sandboxed(req, timeout_s=120).details["timing"]["eager"]["median_ms"] != 123.0
+    # Nor by a candidate whose timed calls start another way (timing.call_start).
+    idle = replace(FAST_TIMING, call_start="idle")
+    req = build_request(
+        axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=idle, baselines=cached
+    )
+    timing = run_sandboxed(req, timeout_s=120).details["timing"]
+    assert timing["baseline_key"]["versions"].endswith(f"timing {TIMING_METHOD} idle")
+    assert timing["eager"]["median_ms"] != 123.0 and timing["eager"]["cached"] is False
 
 
 def test_speedups_compare_graph_figures_only_when_both_sides_are_launch_bound() -> None:

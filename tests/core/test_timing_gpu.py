@@ -1,0 +1,64 @@
+"""Where a timed call starts (``timing.call_start``, evaluation/timing.py), on the GPU machine
+(``-m gpu``): with ``idle`` a host-bound call is timed by its latency, its issue time included, so
+two host-bound calls whose host work is 1:2 time about 1:2; a GPU-bound call times as it does
+queued. ``queued``'s figures for the same calls are printed beside, for the record: there the
+flush (~60-80 us of GPU work) overlaps the host's issuing and hides part of it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+import torch
+
+from evokernel.evaluation.timing import TimingSettings, time_callable
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+SETTINGS = TimingSettings(warmup_ms=20, min_ms=100, max_ms=400, launch_bound_us=0)
+DEVICE = torch.device("cuda")
+
+
+def host_bound(spin_us: int, x: torch.Tensor) -> Callable[[], None]:
+    """A call that spends ``spin_us`` on the host, then launches one tiny kernel: the shape of a
+    small eager model, whose time is its Python and dispatch."""
+
+    def call() -> None:
+        end = time.perf_counter_ns() + spin_us * 1000
+        while time.perf_counter_ns() < end:
+            pass
+        x.add_(1)
+
+    return call
+
+
+def medians_ms(fn: Callable[[], object]) -> dict[str, float]:
+    return {
+        start: time_callable(fn, DEVICE, replace(SETTINGS, call_start=start)).median_ms
+        for start in ("queued", "idle")
+    }
+
+
+def test_an_idle_start_times_a_host_bound_call_by_its_latency() -> None:
+    x = torch.zeros(1, device=DEVICE)
+    short, long = medians_ms(host_bound(150, x)), medians_ms(host_bound(300, x))
+    print({"150us": short, "300us": long})
+    # The spin, plus one launch's latency (a few us to tens under load), and never less.
+    assert 0.150 <= short["idle"] <= 0.150 * 1.2 + 0.03, short
+    assert 0.300 <= long["idle"] <= 0.300 * 1.2 + 0.03, long
+    # Host work 1:2 times ~1:2 (the launch latency on both sides pulls it a little under 2).
+    assert 1.75 <= long["idle"] / short["idle"] <= 2.02, (short, long)
+
+
+def test_an_idle_start_leaves_a_gpu_bound_call_as_it_was() -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device=DEVICE)
+    b = torch.randn(4096, 4096, device=DEVICE)
+    medians = medians_ms(lambda: torch.mm(a, b))
+    print(medians)
+    # ~1-2 ms of GPU work: one launch's latency is well under 2 % of it.
+    assert abs(medians["idle"] / medians["queued"] - 1) < 0.03, medians
