@@ -20,7 +20,8 @@
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
-#   reference         issue 35: reference_modes.py on VanillaRNN (~2 min), traces kept
+#   reference         issue 35: reference_modes.py on VanillaRNN, call_start queued then idle (~2 min
+#                     each), traces kept
 #   starts1, starts2  issue 35: where a timed call starts (timing.call_start queued / idle) on the
 #                     24 kernels that moved most (moved24.list), one object cache at a fixed TMPDIR:
 #                     starts1 builds (idle0, cold), then queued1, idle1; starts2 queued2, idle2
@@ -113,8 +114,12 @@ case "$step" in
     ;;
   reference)
     # issue 35: what moves a tiny host-bound eager reference (VanillaRNN) between windows
-    timeout 570 python3 experiments/bench/reference_modes.py --task "$C/tasks/33_VanillaRNN.py" \
-      --save-traces --out "$OUT/bench/reference_modes" 2>&1 | tee "$OUT/bench/reference_modes.log" | tail -30
+    # queued (the method the modes were seen with), then idle (the call after its flush)
+    for start in queued idle; do
+      timeout 270 python3 -u experiments/bench/reference_modes.py --task "$C/tasks/33_VanillaRNN.py" \
+        --call-start $start --save-traces --out "$OUT/bench/reference_modes_$start" 2>&1 \
+        | tee "$OUT/bench/reference_modes_$start.log" | grep -v '^{' | tail -25
+    done
     ;;
   hacks)
     # issue 34: the hack corpus (CUDA fixtures and the CPU ones worth repeating) under all three

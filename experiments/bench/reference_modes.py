@@ -10,7 +10,11 @@ under torch.profiler and compares the modes' GPU kernel time (the clock), GPU id
 call's kernels (the host), launch API time (the driver) and CPU ops (the dispatcher).
 
     python3 experiments/bench/reference_modes.py --task CORPUS/tasks/33_VanillaRNN.py \\
-        [--windows 60] [--trace-windows 12] [--device cuda] [--save-traces --out DIR]
+        [--windows 60] [--trace-windows 12] [--device cuda] [--save-traces --out DIR] [--call-start idle]
+
+With ``--call-start idle`` (session 25) each call starts after its flush has finished: if the
+modes are the flush hiding part of the host's issue time (timing.py, "Where a call starts"),
+they are gone there and the block medians sit near the host's issue time.
 
 Prints the phase summaries and the profiled comparison, then, last, one JSON line.
 """
@@ -181,6 +185,12 @@ def main() -> None:
     parser.add_argument("--trace-windows", type=int, default=12)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--seed", type=int, default=0, help="of the idle gaps' RNG")
+    parser.add_argument(
+        "--call-start",
+        default="queued",
+        choices=["queued", "idle"],
+        help="timing.call_start: queued behind each flush, or after it (timing.py)",
+    )
     parser.add_argument("--save-traces", action="store_true", help="one fast and one slow window's trace")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")) / "reference_modes")
     args = parser.parse_args()
@@ -204,7 +214,7 @@ def main() -> None:
         with record_function(MARK):
             return reference(*buffers)
 
-    settings = TimingSettings()
+    settings = TimingSettings(call_start=args.call_start)
     rng = random.Random(args.seed)
     rows: list[dict[str, Any]] = []
     with torch.no_grad():
@@ -303,6 +313,7 @@ def main() -> None:
                 "task": args.task.name,
                 "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                 "torch": torch.__version__,
+                "call_start": args.call_start,
                 "call_ms": round(call_ms, 5),
                 "calls_per_block": calls,
                 "blocks_per_window": BLOCKS,
