@@ -60,7 +60,10 @@ class BlockTimer:
         # calls and, of those, on a CPU and waiting on a run queue; and its typical call's ms off
         # the CPU (from each call's wall and thread-CPU ns: timing.enqueue_batch) beside its
         # median timed ms.
-        self._host: list[tuple[int, int, int, int]] = []
+        self._host: list[tuple[int, int, int]] = []
+        # Per block, a call's own issuing in ms (from before its first event to after its last,
+        # the mean over the block's calls): not the prepare, the flush or an idle start's wait.
+        self.call_issue_ms: list[float] = []
         self._off_cpu: list[tuple[float, float]] = []
         self.disturbed_blocks = 0
 
@@ -94,12 +97,12 @@ class BlockTimer:
         per_call: list[tuple[int, int]] = []
         if not self.cuda:
             samples = self._cpu_calls(calls, per_call)
-            self._issued(wall, cpu, wait, calls)
+            self._issued(wall, cpu, wait)
         else:
             pairs = enqueue_batch(
                 self.fn, self.flush, calls, self.prepare, per_call, idle=idle_start(self.settings)
             )
-            self._issued(wall, cpu, wait, calls)
+            self._issued(wall, cpu, wait)
             self.blocks += 1
             # Read while the block runs (after the synchronize the GPU is idle and says so): the
             # full state on blocks 1, 2, 4, 8, ... keeps NVML queries to a handful per timing.
@@ -112,6 +115,7 @@ class BlockTimer:
             if sm:
                 self._sm_mhz.append(sm)
             samples = collect_batch(pairs, self.device)
+        self.call_issue_ms.append(statistics.fmean(w for w, _ in per_call) / 1e6)
         off_cpu_ms = statistics.median((w - c) / 1e6 for w, c in per_call)
         self._off_cpu.append((off_cpu_ms, statistics.median(samples)))
         self.samples.extend(samples)
@@ -134,22 +138,24 @@ class BlockTimer:
         self.disturbed_blocks += 1
         return True
 
-    def _issued(self, wall: int, cpu: int, wait: int, calls: int) -> None:
+    def _issued(self, wall: int, cpu: int, wait: int) -> None:
         now, (cpu_now, wait_now) = time.perf_counter_ns(), own_schedstat()
-        self._host.append((now - wall, cpu_now - cpu, wait_now - wait, calls))
+        self._host.append((now - wall, cpu_now - cpu, wait_now - wait))
 
     def host(self) -> dict[str, float]:
         """How the host issued the timed calls: ``issue_ms``, the median over blocks of one call's
-        issuing time (near the timed median: the call is host-bound, the host's speed is its
-        time); ``off_cpu_ms``, the median over blocks of a typical call's issuing time off the
-        CPU; ``cpu_share`` and ``wait_share``, the parts of all issuing time the thread spent on
-        a CPU and runnable on a run queue (the rest: asleep, or the CPU taken below the VM);
-        ``disturbed_blocks`` (:meth:`disturbed`)."""
+        own issuing time (from before its first event to after its last; near the timed median:
+        the call is host-bound, the host's speed is its time; over it: the events did not see
+        all of it, as under ``call_start=queued`` the flush can hide it); ``off_cpu_ms``, the
+        median over blocks of a typical call's issuing time off the CPU; ``cpu_share`` and
+        ``wait_share``, the parts of the blocks' whole issuing time (prepares and flushes too) the
+        thread spent on a CPU and runnable on a run queue (the rest: asleep, or the CPU taken
+        below the VM); ``disturbed_blocks`` (:meth:`disturbed`)."""
         if not self._host:
             return {}
         issued = sum(x[0] for x in self._host) or 1
         return {
-            "issue_ms": round(statistics.median(x[0] / x[3] for x in self._host) / 1e6, 4),
+            "issue_ms": round(statistics.median(self.call_issue_ms), 4),
             "off_cpu_ms": round(statistics.median(x[0] for x in self._off_cpu), 4),
             "cpu_share": round(sum(x[1] for x in self._host) / issued, 3),
             "wait_share": round(sum(x[2] for x in self._host) / issued, 3),

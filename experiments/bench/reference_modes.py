@@ -81,19 +81,20 @@ def mode_of(ms: float, threshold: float | None) -> str:
 
 def run_window(timer: BlockTimer, calls: int, window: int, idle_s: float) -> list[dict[str, Any]]:
     """BLOCKS blocks of ``calls``; the host and clock figures are BlockTimer's own for each block
-    (its issue time excludes the synchronize; its SM clock was read while the block ran)."""
+    (its issue time is a call's own, from its first event to its last; its SM clock was read
+    while the block ran)."""
     rows = []
     for b in range(BLOCKS):
         seen = len(timer._sm_mhz)
         samples = timer.block(calls)
-        wall, cpu, wait, n = timer._host[-1]
+        wall, cpu, wait = timer._host[-1]
         rows.append(
             {
                 "window": window,
                 "block": b,
                 "idle_s": round(idle_s, 3),
                 "ms": statistics.median(samples),
-                "issue_ms": wall / n / 1e6,
+                "issue_ms": timer.call_issue_ms[-1],
                 "cpu_share": cpu / max(wall, 1),  # of the issuing, on a CPU (the rest: off it)
                 "wait_share": wait / max(wall, 1),  # runnable on a run queue
                 "sm_mhz": timer._sm_mhz[-1] if len(timer._sm_mhz) > seen else None,

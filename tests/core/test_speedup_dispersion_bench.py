@@ -43,6 +43,7 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
     second = [row(f"k{i}", 2.0 * move, [7.1, 7.0], alone) for i, move in enumerate((1.0, 1.005, 1.04))] + [
         row("k3", 2.5, [15.0, None], [[2, 70, 4, "python3 R"]])
     ]
+    second[-1]["host"]["reference"]["issue_ms"] = 3.0  # k3's reference issued longer than it timed
     paths = []
     for name, rows in (("run1", first), ("run2", second)):
         path = tmp_path / f"{name}.jsonl"
@@ -61,6 +62,9 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
     assert calibration["between_window"] == pytest.approx(math.sqrt((spread - 2 * se**2) / 2), abs=1e-4)
     assert calibration["median_z"] > 1  # honest intervals: 0.67
     assert result["missed_shared"] == 1 and result["shared_windows"] == [0, 1]
+    by_issue = result["by_issue"]
+    assert by_issue["issue_over_event"]["kernels"] == 1 and by_issue["issue_over_event"]["worst"] == 0.25
+    assert by_issue["covered"]["kernels"] == 3 and by_issue["covered"]["worst"] == 0.04
     # The kernels over 5 %: k3 (25 %), with the window's spin and eager-op readings and the stranger.
     table = [line for line in lines if line.startswith("| k") and not line.startswith("| kernel ")]
     assert len(table) == 1 and table[0].startswith("| k3 |")
