@@ -100,6 +100,9 @@ SETTLE_WINDOWS = 3
 # A graph replay holds enough calls for ~200 µs of GPU time: far above the event resolution.
 GRAPH_REPLAY_MS = 0.2
 GRAPH_MAX_CALLS = 100
+# Under call_start=idle, how far over launch_bound_us a call's latency may be and its graph figure
+# still be taken to decide whether it is launch-bound (finish_cuda).
+IDLE_LAUNCH_US = 50.0
 BATCH = 10
 
 
@@ -136,7 +139,14 @@ def finish_cuda(
     fastest_ms = result.p10_ms or result.median_ms  # host stalls only lengthen calls
     launch_bound = 0 < fastest_ms * 1e3 < settings.launch_bound_us
     graph = None
-    if settings.cuda_graph or launch_bound:
+    if idle_start(settings) and settings.launch_bound_us > 0:
+        # An idle start's events hold the call's latency, a launch's dispatch (5-20 us) over its
+        # GPU time: a 4 us kernel is not under the bound by them. Its graph figure (GPU time per
+        # call) decides, taken for any call within IDLE_LAUNCH_US of the bound.
+        if settings.cuda_graph or 0 < fastest_ms * 1e3 < settings.launch_bound_us + IDLE_LAUNCH_US:
+            graph = _time_graph(fn, device, settings, fastest_ms)
+        launch_bound = graph[0] * 1e3 < settings.launch_bound_us if graph else launch_bound
+    elif settings.cuda_graph or launch_bound:
         graph = _time_graph(fn, device, settings, fastest_ms)
     return replace(
         result,

@@ -1,7 +1,8 @@
 """Where a timed call starts (``timing.call_start``, evaluation/timing.py), on the GPU machine
 (``-m gpu``): with ``idle`` a host-bound call is timed by its latency, its issue time included, so
 two host-bound calls whose host work is 1:2 time about 1:2; a GPU-bound call times as it does
-queued. ``queued``'s figures for the same calls are printed beside, for the record: there the
+queued; a tiny kernel, whose latency is mostly its launch, is still found launch-bound by its
+CUDA-graph figure. ``queued``'s figures for the same calls are printed beside, for the record: there the
 flush (~60-80 us of GPU work) overlaps the host's issuing and hides part of it."""
 
 from __future__ import annotations
@@ -62,3 +63,19 @@ def test_an_idle_start_leaves_a_gpu_bound_call_as_it_was() -> None:
     print(medians)
     # ~1-2 ms of GPU work: one launch's latency is well under 2 % of it.
     assert abs(medians["idle"] / medians["queued"] - 1) < 0.03, medians
+
+
+def test_a_tiny_kernel_is_launch_bound_by_its_graph_figure_under_either_start() -> None:
+    x = torch.zeros(65536, device=DEVICE)
+    settings = replace(SETTINGS, launch_bound_us=20.0)
+    results = {
+        start: time_callable(lambda: x.add_(1), DEVICE, replace(settings, call_start=start))
+        for start in ("queued", "idle")
+    }
+    print({s: (r.median_ms, r.graph_median_ms) for s, r in results.items()})
+    for start, r in results.items():
+        assert r.launch_bound and r.graph_median_ms is not None, (start, r)
+        assert 0 < r.graph_median_ms * 1e3 < 20.0, (start, r.graph_median_ms)
+    # The idle start's events hold a launch's latency over the kernel's few microseconds.
+    idle = results["idle"]
+    assert idle.graph_median_ms is not None and idle.median_ms > idle.graph_median_ms
