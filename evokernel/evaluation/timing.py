@@ -48,7 +48,9 @@ latency from an idle GPU (GPU time for a GPU-bound call, issue time for a host-b
 first launch's latency in both), which moves with the host one to one on both sides of a pair.
 KernelBench's ``cuda_event`` method flushes and records its start without waiting, as ``queued``
 does; its ``host_time`` waits, as ``idle`` does. The graph replays below are not flushed and
-start queued either way: their difference removes what a replay's start costs.
+start queued either way: their difference removes what a replay's start costs. Under ``idle`` a
+tiny kernel's events hold mostly its launch, so whether a call is launch-bound is decided by its
+graph figure, taken for any call within ``IDLE_LAUNCH_US`` of the bound (:func:`finish_cuda`).
 
 The host-clock figures beside the event ones (``wall_median_ms``, ``stream_tail_ms``, ...) are
 :mod:`evokernel.evaluation.host_clock`'s, for the side-stream check.
