@@ -28,7 +28,10 @@
 #                     (run it right after starts1, on the same warm machine, or its first run builds)
 #   hacks             issue 34: hack_profiles.py on the GPU (every family under all three profiles)
 #   strict, kernelbench, v0
-#                     issue 34: one run per profile over all 90 kernels, cut at 570 s
+#                     issue 34: one run per profile over all 90 kernels, cut at 570 s (one object
+#                     cache at a fixed TMPDIR: run them back to back on one warm machine)
+#   kb                issue 34: kb_check.py (the KernelBench-style check) of the refusals in
+#                     scratch/verdicts_*.jsonl (copy the profile runs' streams there first)
 #   builds-ahead      issue 37: local builds with builds_ahead 0 then automatic, one call
 #   builds-local, builds-pool, builds-both, builds-split
 #                     issue 37: build_throughput.py per mode (both: local then pool), then the
@@ -37,7 +40,7 @@
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -129,10 +132,20 @@ case "$step" in
     ;;
   strict | kernelbench | v0)
     profile=$([ "$step" = v0 ] && echo kernelbench-v0 || echo "$step")
-    TMPDIR=$(mktemp -d)
-    export TMPDIR
+    # one object cache for the three profiles' runs on one warm machine: the verdicts do not
+    # depend on where a build came from, and a later profile's run then gets through all 90
+    export TMPDIR=/tmp/tmp_verdicts
+    mkdir -p "$TMPDIR"
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles "$profile" --concurrency 16 --stream "$OUT/bench/verdicts_$step.jsonl" 2>&1 | tail -20
+    ;;
+  kb)
+    # issue 34: the KernelBench-style check of every kernel the profile runs refused, from their
+    # streams copied here into scratch/ (carried): scratch/verdicts_*.jsonl
+    timeout 570 python3 -u experiments/bench/kb_check.py --tasks "$C/tasks" --solutions "$S/orig" \
+      "$S/openevolve_pop_25_no_agents_300" "$S/openevolve_pop_10_no_agents_300" \
+      --verdicts scratch/verdicts_*.jsonl --jobs "${JOBS:-8}" --out "$OUT/bench/kb.jsonl" 2>&1 \
+      | tee "$OUT/bench/kb.log" | tail -30
     ;;
   builds-ahead)
     # issue 37: local builds without and with builds ahead (the supervisor's build out of the

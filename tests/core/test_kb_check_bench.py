@@ -1,0 +1,81 @@
+"""The KernelBench-style check beside the verdicts (experiments/bench/kb_check.py, issue 34) on a
+tiny CPU task whose answers are known: a right kernel passes it (so a refusal of it is evokernel's
+own), a kernel that replays its first output fails from the second input on, and a kernel that
+raises fails with the exception's line; its last line is one JSON object."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "bench" / "kb_check.py"
+
+TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return x * self.w
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+FORWARDS = {
+    "right": "return x * self.w",
+    "replays": "self.out = getattr(self, 'out', None)\n        if self.out is None:\n"
+    "            self.out = x * self.w\n        return self.out",
+    "raises": "raise RuntimeError('illegal memory access (pretend)')",
+}
+
+
+def solution(forward: str) -> str:
+    return (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(8))\n\n"
+        f"    def forward(self, x):\n        {forward}\n"
+    )
+
+
+def test_the_check_passes_a_right_kernel_and_fails_a_replaying_or_raising_one(tmp_path: Path) -> None:
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "1_Scale.py").write_text(TASK)
+    verdicts = []
+    for name, forward in FORWARDS.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "task_1.py").write_text(solution(forward))
+        reason = "rejected: rule monkey-patch (pretend)" if name == "right" else "wrong output"
+        verdicts.append(
+            {"profile": "strict", "solution": f"{name}/task_1.py", "status": "incorrect", "stage": "x"}
+            | {"reason": reason}
+        )
+    stream = tmp_path / "verdicts.jsonl"
+    stream.write_text("\n".join(json.dumps(v) for v in verdicts))
+    command = [sys.executable, str(SCRIPT), "--tasks", str(tmp_path / "tasks"), "--device", "cpu"]
+    command += ["--solutions", *(str(tmp_path / n) for n in FORWARDS), "--verdicts", str(stream)]
+    command += ["--jobs", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
+    lines = done.stdout.strip().splitlines()
+    summary = json.loads(lines[-1])["profiles"]["strict"]
+    assert summary["checked"] == 3 and summary["check_fails_too"] == 2, lines
+    assert summary["check_passes"] == {"monkey-patch": 1}
+    table = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    assert "passes" in table["right/task_1.py"]
+    assert "fails (out of tolerance)" in table["replays/task_1.py"]
+    assert "illegal memory access (pretend)" in table["raises/task_1.py"]
