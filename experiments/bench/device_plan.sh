@@ -12,7 +12,8 @@
 #                     (all 45 in one call do not fit: session 24's reached the 40th at 570 s)
 #   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
 #                     profiling; 415 s on an H100)
-#   window            the GPU tests of the timing window alone (confirmation, drain, the legit cases)
+#   window            the GPU tests of timing alone: where a call starts (test_timing_gpu.py), the
+#                     window (confirmation, drain, the legit cases, the launch-bound comparison)
 #   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 330 s
 #                     (session 22: 400 s left the quiet list no time: the cut run took ~20 s more
 #                     to stop), then the quiet list at concurrency 1 in run 1's TMPDIR (its object
@@ -67,14 +68,15 @@ gpu_third() {  # the Nth third of test_gpu.py's test ids
 case "$step" in
   gpu1 | gpu2 | gpu3)
     mapfile -t ids < <(gpu_third "${step#gpu}")
-    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider "${ids[@]}" 2>&1 | tee "$OUT/tests/$step.log" | tail -40
+    timeout 570 python3 -m pytest -v --durations=8 -m gpu -p no:cacheprovider "${ids[@]}" 2>&1 | tee "$OUT/tests/$step.log" | tail -40
     ;;
   window)
-    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider tests/core/test_gpu.py \
-      -k "confirmation or will_not_drain or legit_kernel_passes or launch_bound" 2>&1 | tee "$OUT/tests/window.log" | tail -40
+    timeout 570 python3 -m pytest -v --durations=8 -m gpu -p no:cacheprovider tests/core/test_timing_gpu.py \
+      tests/core/test_gpu.py -k "idle_start or either_start or confirmation or will_not_drain or legit_kernel_passes or launch_bound" \
+      2>&1 | tee "$OUT/tests/window.log" | tail -40
     ;;
   gpu4)
-    timeout 570 python3 -m pytest -v -m gpu -p no:cacheprovider tests --ignore=tests/core/test_gpu.py \
+    timeout 570 python3 -m pytest -v --durations=10 -m gpu -p no:cacheprovider tests --ignore=tests/core/test_gpu.py \
       2>&1 | tee "$OUT/tests/gpu4.log" | tail -40
     ;;
   run1)
