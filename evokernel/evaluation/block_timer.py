@@ -20,14 +20,14 @@ import torch
 
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 from evokernel.evaluation.host_speed import own_schedstat
-from evokernel.evaluation.timing import (
+from evokernel.evaluation.timed_calls import (
     L2_FLUSH_BYTES,
-    TimingSettings,
-    _settle,
     collect_batch,
     enqueue_batch,
     idle_start,
+    settle_clock,
 )
+from evokernel.evaluation.timing import TimingSettings
 from evokernel.evaluation.timing_stats import TimingResult, _summary
 
 # Calls a block may hold: a block is ~``paired_block_ms`` of calls, but never so many that one
@@ -76,7 +76,7 @@ class BlockTimer:
             torch.cuda.synchronize(self.device)
             self.fn()
             torch.cuda.synchronize(self.device)
-            self.warmup_ms, self.settled = _settle(
+            self.warmup_ms, self.settled = settle_clock(
                 self.fn, self.device, self.settings, self.flush, self.prepare
             )
             probe = collect_batch(

@@ -34,23 +34,8 @@ baseline is timed once per (task, GPU, software) and cached, so 1 s costs nothin
 and cuBLAS under the power cap shifts between ~180 and ~184 µs (matmul_fp16) from one 100 ms window
 to the next, which moved speedups by up to 3 % between fresh processes.
 
-**Where a call starts** (``call_start``). Calls are queued back to back, each behind its flush,
-and their events read after one synchronize per batch (``queued``, the method until session 25).
-The flush is ~60-80 us of GPU work that the host does not wait for, so while the host issues a
-call the GPU is still flushing: a call issued faster than the flush runs from a full queue and
-its events hold only its GPU time; a slower one's hold its issue time *less* the flush's. For a
-host-bound call that is a figure of neither kind, and it amplifies the host's speed: VanillaRNN's
-eager reference spent 0.115-0.150 ms issuing each call and its events said 0.024-0.048 ms in
-windows of the same run on an H200 (session 22), and with the flush F taken from both sides of a
-pair a uniform host slowdown s moves (s h_ref - F) / (s h_cand - F) where h_ref / h_cand does not
-move. ``idle`` waits for the flush before each call's first event: the events then hold the call's
-latency from an idle GPU (GPU time for a GPU-bound call, issue time for a host-bound one, the
-first launch's latency in both), which moves with the host one to one on both sides of a pair.
-KernelBench's ``cuda_event`` method flushes and records its start without waiting, as ``queued``
-does; its ``host_time`` waits, as ``idle`` does. The graph replays below are not flushed and
-start queued either way: their difference removes what a replay's start costs. Under ``idle`` a
-tiny kernel's events hold mostly its launch, so whether a call is launch-bound is decided by its
-graph figure, taken for any call within ``IDLE_LAUNCH_US`` of the bound (:func:`finish_cuda`).
+**How a call is issued and read** (the L2 flush, where the call starts: ``call_start``, the
+events read once per batch): :mod:`evokernel.evaluation.timed_calls`.
 
 The host-clock figures beside the event ones (``wall_median_ms``, ``stream_tail_ms``, ...) are
 :mod:`evokernel.evaluation.host_clock`'s, for the side-stream check.
@@ -69,9 +54,16 @@ import torch
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 from evokernel.evaluation.host_clock import CONTENDED_PROBE_MS, wall_medians
+from evokernel.evaluation.timed_calls import (
+    BATCH,
+    L2_FLUSH_BYTES,
+    collect_batch,
+    enqueue_batch,
+    idle_start,
+    settle_clock,
+)
 from evokernel.evaluation.timing_stats import (
     TimingResult,
-    _interquartile_mean,
     _summary,
     comparable,
     median_rse,
@@ -83,29 +75,22 @@ __all__ = [
     "TIMING_METHOD",
     "TimingResult",
     "TimingSettings",
-    "collect_batch",
     "comparable",
-    "enqueue_batch",
     "finish_cuda",
-    "idle_start",
     "median_rse",
     "time_callable",
     "timing_method",
 ]
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024
 # Part of the baseline cache key (baselines.software_versions): a baseline timed by an older
 # method is measured again rather than compared with a candidate timed by this one.
 TIMING_METHOD = "settled-4"
-SETTLE_WINDOW_MS = 5.0
-SETTLE_WINDOWS = 3
 # A graph replay holds enough calls for ~200 µs of GPU time: far above the event resolution.
 GRAPH_REPLAY_MS = 0.2
 GRAPH_MAX_CALLS = 100
 # Under call_start=idle, how far over launch_bound_us a call's latency may be and its graph figure
 # still be taken to decide whether it is launch-bound (finish_cuda).
 IDLE_LAUNCH_US = 50.0
-BATCH = 10
 
 
 # The sandbox's name for the config's timing section: one class, so the two cannot drift apart.
@@ -218,83 +203,10 @@ def _time_cpu(
     return replace(_summary(samples), warmup_ms=round((budget_start - start) * 1e3, 2), method="perf_counter")
 
 
-Pairs = list[tuple[torch.cuda.Event, torch.cuda.Event]]
-
-
-def idle_start(settings: TimingSettings) -> bool:
-    return settings.call_start == "idle"
-
-
 def timing_method(call_start: str) -> str:
     """The method's name in a baseline's cache key: a baseline taken with calls started one way
     is never compared with a candidate timed the other way."""
     return TIMING_METHOD if call_start == "queued" else f"{TIMING_METHOD} {call_start}"
-
-
-def enqueue_batch(
-    fn: Callable[[], Any],
-    flush: torch.Tensor | None,
-    n: int = BATCH,
-    prepare: Callable[[], Any] | None = None,
-    host: list[tuple[int, int]] | None = None,
-    idle: bool = False,
-) -> Pairs:
-    """Queue ``n`` event-bracketed calls, each after ``prepare`` and an L2 flush when given; events
-    are read after one synchronize (:func:`collect_batch`). ``idle`` (``call_start``, above): each
-    flushed call starts once the GPU has finished everything before it, the flush included.
-    ``host`` receives each call's ``(wall ns, thread CPU ns)`` from before its first event to after
-    its last (block_timer.py): the clock reads sit outside the events, so they time nothing."""
-    pairs = []
-    for _ in range(n):
-        if prepare is not None:
-            prepare()
-        if flush is not None:
-            flush.zero_()
-            if idle:
-                torch.cuda.synchronize(flush.device)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if host is not None:
-            wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
-        begin.record()
-        fn()
-        end.record()
-        if host is not None:
-            host.append((time.perf_counter_ns() - wall, time.thread_time_ns() - cpu))
-        pairs.append((begin, end))
-    return pairs
-
-
-def collect_batch(pairs: Pairs, device: torch.device) -> list[float]:
-    torch.cuda.synchronize(device)
-    return [b.elapsed_time(e) for b, e in pairs]
-
-
-def _settle(
-    fn: Callable[[], Any],
-    device: torch.device,
-    settings: TimingSettings,
-    flush: torch.Tensor | None,
-    prepare: Callable[[], Any] | None = None,
-) -> tuple[float, bool]:
-    """Discarded windows of timed calls until the clock is steady: (milliseconds spent, settled)."""
-    start = time.perf_counter()
-    cap = max(settings.settle_max_ms, settings.warmup_ms)
-    windows: list[float] = []
-    while True:
-        window_start = time.perf_counter()
-        samples: list[float] = []
-        while not samples or (time.perf_counter() - window_start) * 1e3 < SETTLE_WINDOW_MS:
-            pairs = enqueue_batch(fn, flush, prepare=prepare, idle=idle_start(settings))
-            samples += collect_batch(pairs, device)
-        windows.append(_interquartile_mean(samples))
-        elapsed = (time.perf_counter() - start) * 1e3
-        recent = windows[-SETTLE_WINDOWS:]
-        spread = max(recent) - min(recent)
-        steady = len(recent) == SETTLE_WINDOWS and spread <= settings.settle_tol * min(recent)
-        if steady and elapsed >= settings.warmup_ms:
-            return elapsed, True
-        if elapsed >= cap:
-            return elapsed, False
 
 
 def _time_cuda(
@@ -308,7 +220,7 @@ def _time_cuda(
     torch.cuda.synchronize(device)
     fn()  # first call: JIT compilation and autotuning stay out of the settle windows
     torch.cuda.synchronize(device)
-    warmup_ms, settled = _settle(fn, device, settings, flush, prepare)
+    warmup_ms, settled = settle_clock(fn, device, settings, flush, prepare)
     samples: list[float] = []
     sm_mhz: list[int] = []
     at_start: dict[str, Any] = {}

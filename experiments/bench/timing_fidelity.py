@@ -89,7 +89,7 @@ def _only() -> list[str] | None:
 def kernelbench_mean_ms(fn: Callable[[], Any], device: Any) -> float:
     import torch
 
-    from evokernel.evaluation.timing import L2_FLUSH_BYTES
+    from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
     for _ in range(KB_WARMUP):
@@ -111,7 +111,8 @@ def paired_medians(fns: dict[str, Callable[[], Any]], device: Any, target_rse: f
     """Alternating batches of flushed, event-timed calls of each callable (already warm)."""
     import torch
 
-    from evokernel.evaluation.timing import L2_FLUSH_BYTES, collect_batch, enqueue_batch, median_rse
+    from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES, collect_batch, enqueue_batch
+    from evokernel.evaluation.timing import median_rse
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
     samples: dict[str, list[float]] = {k: [] for k in fns}
