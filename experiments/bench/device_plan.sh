@@ -111,7 +111,7 @@ case "$step" in
     [ "$step" = starts2 ] && runs=(queued2 idle2)
     for r in "${runs[@]}"; do
       cut=150
-      [ "$r" = idle0 ] && cut=200
+      [ "$r" = idle0 ] && cut=240  # cold: session 16's cold run of these 24 took 193 s
       timeout -s INT $cut python3 -u experiments/bench/field_verdicts.py "${all_kernels[@]}" \
         --profiles kernelbench-v0 --concurrency 16 --only experiments/bench/data/trusted_fitness_moved24.list \
         --timing "call_start=\"${r%%[0-9]}\"" --stream "$OUT/bench/starts_$r.jsonl" 2>&1 | tail -3
