@@ -140,7 +140,7 @@ def test_the_envelope_failures_and_build_requests() -> None:
 
 
 def test_the_settle_command_carries_every_timing_setting() -> None:
-    settings = TimingConfig(warmup_ms=3.0, same_cpu=False)
+    settings = TimingConfig(warmup_ms=3.0, same_cpu=False, call_start="idle")
     assert timing_from_json(json.loads(json.dumps(dataclasses.asdict(settings)))) == settings
 
 
