@@ -14,7 +14,7 @@ from typing import Any
 # The verdict profiles' names (defined in evaluation/profiles.py, which checks it matches): named
 # here so the config is checked without the config stage importing the evaluation stage.
 PROFILE_NAMES = ("strict", "kernelbench", "kernelbench-v0")
-# TimingConfig.call_start's choices (evaluation/timing.py).
+# TimingConfig.call_start's choices (evaluation/timed_calls.py).
 CALL_STARTS = ("queued", "idle")
 
 
@@ -181,7 +181,7 @@ class TimingConfig:
     # moves (0 = off): a GPU-bound candidate against a host-bound reference cannot cancel the
     # host's speed, which moves 1.3-3x between CPUs and moments (evaluation/host_speed.py).
     host_slowdown_limit: float = 1.15
-    # How each flushed, event-timed call starts (evaluation/timing.py, "Where a call starts"):
+    # How each flushed, event-timed call starts (evaluation/timed_calls.py, "Where a call starts"):
     # queued -- back to back behind its L2 flush, so the event window holds the GPU's time when the
     # host keeps ahead and the host's issue time less the flush's (~60-80 us) when it does not;
     # idle -- after the flush has finished, so it holds the call's whole latency, host issue

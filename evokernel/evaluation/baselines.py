@@ -40,7 +40,7 @@ KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 
 @functools.cache  # fixed for the process; asked for every candidate's timing stage
-def software_versions(device: str, call_start: str = "queued") -> str:
+def software_versions(device: str, call_start: str) -> str:
     """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-4``: a baseline is reused on
     identical software and timing method (``call_start``: timing.timing_method)."""
     parts = []

@@ -55,7 +55,6 @@ from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.clocks import clock_state, sm_clock_mhz
 from evokernel.evaluation.host_clock import CONTENDED_PROBE_MS, wall_medians
 from evokernel.evaluation.timed_calls import (
-    BATCH,
     L2_FLUSH_BYTES,
     collect_batch,
     enqueue_batch,
@@ -70,7 +69,6 @@ from evokernel.evaluation.timing_stats import (
 )
 
 __all__ = [
-    "BATCH",
     "L2_FLUSH_BYTES",
     "TIMING_METHOD",
     "TimingResult",

@@ -116,7 +116,7 @@ class EvaluatorActor:
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
         self._server: ForkServer | None = ForkServer(device, self.root) if warm else None
 
-    def hardware(self, call_start: str = "queued") -> dict[str, str]:
+    def hardware(self, call_start: str) -> dict[str, str]:
         """The device and the software (and timing method: ``call_start``) baselines are keyed by."""
         versions = software_versions(self.device, call_start)
         if self.device != "cuda":

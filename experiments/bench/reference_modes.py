@@ -13,7 +13,7 @@ call's kernels (the host), launch API time (the driver) and CPU ops (the dispatc
         [--windows 60] [--trace-windows 12] [--device cuda] [--save-traces --out DIR] [--call-start idle]
 
 With ``--call-start idle`` (session 25) each call starts after its flush has finished: if the
-modes are the flush hiding part of the host's issue time (timing.py, "Where a call starts"),
+modes are the flush hiding part of the host's issue time (timed_calls.py, "Where a call starts"),
 they are gone there and the block medians sit near the host's issue time.
 
 Prints the phase summaries and the profiled comparison, then, last, one JSON line.
@@ -190,7 +190,7 @@ def main() -> None:
         "--call-start",
         default="queued",
         choices=["queued", "idle"],
-        help="timing.call_start: queued behind each flush, or after it (timing.py)",
+        help="timing.call_start: queued behind each flush, or after it (timed_calls.py)",
     )
     parser.add_argument("--save-traces", action="store_true", help="one fast and one slow window's trace")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")) / "reference_modes")

@@ -156,7 +156,7 @@ def stranger(row: dict[str, Any]) -> str:
 
 def issue_over_event(row: dict[str, Any]) -> bool:
     """A side spent longer issuing a call than its events timed (``host.*.issue_ms`` over its ms):
-    the events did not see all of its host time, as when a queued call's flush hid it (timing.py,
+    the events did not see all of its host time, as when a queued call's flush hid it (timed_calls.py,
     "Where a call starts")."""
     host = row.get("host") or {}
     sides = (("reference", "eager_ms"), ("candidate", "runtime_ms"))

@@ -1,4 +1,4 @@
-"""Where a timed call starts (``timing.call_start``, evaluation/timing.py), on the GPU machine
+"""Where a timed call starts (``timing.call_start``, evaluation/timed_calls.py), on the GPU machine
 (``-m gpu``): with ``idle`` a host-bound call is timed by its latency, its issue time included, so
 two host-bound calls whose host work is 1:2 time about 1:2; a GPU-bound call times as it does
 queued; a tiny kernel, whose latency is mostly its launch, is still found launch-bound by its
