@@ -65,10 +65,17 @@ class PairedRatio:
     # Rounds the host was slow in (host_speed.py): left out, unless every round was slow (then
     # slow_rounds == pairs and they are the figure).
     slow_rounds: int = 0
+    # Every round's ratio in the order timed (None: a side's block took no measurable time) and
+    # whether it was kept, so a figure can be re-derived from the rounds: the host's state per
+    # round (round_gate.RoundGate's readings) lines up with them by index.
+    round_ratios: tuple[float | None, ...] = ()
+    round_kept: tuple[bool, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["block_calls"] = list(self.block_calls)
+        out["round_ratios"] = [None if r is None else round(r, 5) for r in self.round_ratios]
+        out["round_kept"] = list(self.round_kept)
         return out
 
 
@@ -135,6 +142,8 @@ def paired_ratios(
     slow_samples: list[list[float]] = [[] for _ in sides]
     slow_ratios: list[list[float]] = [[] for _ in range(n - 1)]
     rounds, stopped = 0, ""
+    every_round: list[list[float | None]] = [[] for _ in range(n - 1)]
+    kept: list[bool] = []
     while not stopped:
         fast = host.fast() if host is not None else True
         medians = [0.0] * n
@@ -150,9 +159,12 @@ def paired_ratios(
         kept_samples, kept_ratios = (samples, ratios) if fast else (slow_samples, slow_ratios)
         for side, block in enumerate(blocks):
             kept_samples[side].extend(block)
-        if medians[0] > 0 and all(m > 0 for m in medians[1:]):
-            for k in range(1, n):
+        measured = medians[0] > 0 and all(m > 0 for m in medians[1:])
+        for k in range(1, n):
+            every_round[k - 1].append(medians[k] / medians[0] if measured else None)
+            if measured:
                 kept_ratios[k - 1].append(medians[k] / medians[0])
+        kept.append(fast)
         pairs = len(ratios[0])
         enough = pairs >= max(1, settings.paired_min_pairs) and min(spent) >= settings.min_ms
         if enough and all(_precise(r, settings) for r in ratios):
@@ -163,6 +175,7 @@ def paired_ratios(
             if not pairs:  # never fast: the slow rounds are all there is, and are used
                 samples, ratios = slow_samples, slow_ratios
                 pairs = len(ratios[0])
+                kept = [True] * len(kept)
             if not pairs:
                 counts = " and ".join(str(len(x)) for x in samples)
                 raise PairingError(f"no block of either side took measurable time ({counts} calls timed)")
@@ -185,6 +198,8 @@ def paired_ratios(
                 block_calls=(calls[0], calls[k]),
                 seconds=seconds,
                 slow_rounds=len(slow_ratios[k - 1]),
+                round_ratios=tuple(every_round[k - 1]),
+                round_kept=tuple(kept),
             )
         )
     return out

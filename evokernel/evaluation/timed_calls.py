@@ -17,8 +17,12 @@ eager reference spent 0.115-0.150 ms issuing each call and its events said 0.024
 windows of the same run on an H200 (session 22), and with the flush F taken from both sides of a
 pair a uniform host slowdown s moves (s h_ref - F) / (s h_cand - F) where h_ref / h_cand does not
 move. ``idle`` waits for the flush before each call's first event: the events then hold the call's
-latency from an idle GPU (GPU time for a GPU-bound call, issue time for a host-bound one, the
-first launch's latency in both), which moves with the host one to one on both sides of a pair.
+latency from an idle GPU (issue time for a host-bound call; for a GPU-bound one its GPU time plus
+the host's issuing up to its kernel, not just one launch: +27-90 us on a 4096^2 fp32 cuBLAS matmul
+of ~2.7 ms on the H200, session 26), which moves with the host one to one on both sides of a pair.
+Side by side on the 24 kernels that had moved most (session 26, docs/benchmarks.md) neither start
+was steadier between runs, and ``idle`` keeps the host's own two speeds, so ``queued`` stays the
+default.
 KernelBench's ``cuda_event`` method flushes and records its start without waiting, as ``queued``
 does; its ``host_time`` waits, as ``idle`` does. timing.py's CUDA-graph replays are not flushed
 and start queued either way: their difference removes what a replay's start costs. Under ``idle``

@@ -32,6 +32,7 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.loading import clone, flatten, make_inputs
 from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
 from evokernel.evaluation.profiling import stage as profiling
+from evokernel.evaluation.round_gate import RoundGate
 from evokernel.evaluation.timing import TimingSettings
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_timing import copy_values
@@ -187,8 +188,10 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
         try:
-            gate = RoundGate(pinned, timer, waits, limit) if pinned is not None else None
+            gate = RoundGate(pinned, timer, waits, limit, sup.device) if pinned is not None else None
             ratios = paired_ratios(sides, call_ms, settings, gate)
+            if gate is not None:  # one reading per round, in the order of ratios' round_ratios
+                gate.window.record["round_dispatch_us"] = gate.dispatch_us
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
@@ -267,31 +270,6 @@ def quiet_window(
         duty += over_duty
         gpu.wait(backoff)
     raise AssertionError("unreachable: the last window is always kept")
-
-
-class RoundGate:
-    """The host gate of a paired window (pairing.HostGate): before a round, the window CPU's
-    speed; after it, whether each side's calls ran on the CPU: the eager reference's time off the
-    CPU in its calls (block_timer.BlockTimer.disturbed) and each worker's calling thread's
-    run-queue wait in its block (cpu_pin.ThreadWait), both read here on the trusted side."""
-
-    def __init__(
-        self,
-        window: cpu_pin.WindowCpu,
-        reference: BlockTimer,
-        workers: list[cpu_pin.ThreadWait],
-        limit: float,
-    ) -> None:
-        self.window, self.reference, self.workers, self.limit = window, reference, workers, limit
-
-    def fast(self) -> bool:
-        return self.window.fast()
-
-    def undisturbed(self) -> bool:
-        blocks = [w.last for w in self.workers]
-        contended = any(waited > (self.limit - 1) * wall for wall, waited in blocks)
-        lost = self.reference.disturbed(self.limit)
-        return self.window.undisturbed(lost, contended, sum(waited for _, waited in blocks))
 
 
 def _drop_incumbent(sup: Supervisor) -> None:

@@ -109,8 +109,10 @@ case "$step" in
     mkdir -p "$TMPDIR"
     runs=(idle0 queued1 idle1)
     [ "$step" = starts2 ] && runs=(queued2 idle2)
+    # RUNS overrides the list (session 26: starts1's three did not fit 600 s; idle1 went to starts2)
+    [ -n "${RUNS:-}" ] && read -r -a runs <<< "$RUNS"
     for r in "${runs[@]}"; do
-      cut=150
+      cut=${CUT:-150}
       [ "$r" = idle0 ] && cut=240  # cold: session 16's cold run of these 24 took 193 s
       timeout -s INT $cut python3 -u experiments/bench/field_verdicts.py "${all_kernels[@]}" \
         --profiles kernelbench-v0 --concurrency 16 --only experiments/bench/data/trusted_fitness_moved24.list \

@@ -82,6 +82,10 @@ def table(profile: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# The paired figure's record in a row, its rounds included (speedup_dispersion.py's launch_fast).
+PAIRED_KEYS = ("pairs", "stopped", "halfwidth", "seconds", "slow_rounds", "round_ratios", "round_kept")
+
+
 async def evaluate_all(
     pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]], stream: Path | None
 ) -> list[dict[str, Any]]:
@@ -101,10 +105,7 @@ async def evaluate_all(
             "speedup_eager": ev.speedup_eager,
             "speedup_low": ev.speedup_low,
             "speedup_high": ev.speedup_high,
-            "paired": {
-                k: (ev.details.get("timing") or {}).get("paired", {}).get(k)
-                for k in ("pairs", "stopped", "halfwidth", "seconds", "slow_rounds")
-            },
+            "paired": {k: (ev.details.get("timing") or {}).get("paired", {}).get(k) for k in PAIRED_KEYS},
             "pinned": (paired.get("reference") or {}).get("pinned"),
             # How each side's host issued its timed calls (block_timer.BlockTimer.host): the
             # candidate's is its worker's word, a diagnosis only.

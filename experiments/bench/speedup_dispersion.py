@@ -10,6 +10,11 @@ median / p90 / worst |change| between the loaded runs, loaded vs quiet, whether 
 95 % interval held the other run's figure, and how much wider the intervals would have to be to
 hold 95 % of the changes (``interval_calibration``, with the between-window spread they miss),
 and the changes split by whether a side's host issuing outlasted its events (``by_issue``).
+``launch_fast``: the same changes with each paired figure re-derived from its window's rounds
+whose eager dispatch reading (``round_dispatch_us``, read before each round) was within
+``--launch-limit`` of the fastest readings of both runs (their 5th percentile): whether gating
+rounds on the launch path's speed would steady the figure (session 26: the H200 host's launch
+path flips between ~7 and ~10 us with every spin fast).
 
 Usage::
 
@@ -172,6 +177,50 @@ def side_moved(r1: dict[str, Any], r2: dict[str, Any], miss: float) -> str:
     return "both" if eager and candidate else "eager" if eager else "candidate" if candidate else "neither"
 
 
+def launch_anchor(runs: list[dict[str, dict[str, Any]]]) -> float | None:
+    """The fast launch path's speed: the 5th percentile of every round's dispatch reading."""
+    readings = [
+        us
+        for run in runs
+        for row in run.values()
+        for us in ((row.get("pinned") or {}).get("round_dispatch_us") or [])
+        if us is not None
+    ]
+    return order_statistic(sorted(readings), 0.05) if readings else None
+
+
+def launch_fast_figure(row: dict[str, Any], ceiling_us: float) -> float | None:
+    """The median ratio of the row's kept rounds whose dispatch reading was at most
+    ``ceiling_us``; the row's own figure when it was not paired (a CUDA-graph comparison); None
+    when no round qualifies or the row has no rounds."""
+    if row.get("method") != "paired":
+        return float(row["speedup_eager"])
+    paired = row.get("paired") or {}
+    ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
+    dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
+    if not (len(ratios) == len(kept) == len(dispatch) > 0):
+        return None
+    rounds = zip(ratios, kept, dispatch, strict=True)
+    fast = [r for r, k, us in rounds if k and r is not None and us is not None and us <= ceiling_us]
+    return statistics.median(fast) if fast else None
+
+
+def launch_fast(
+    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], limit: float
+) -> dict[str, Any] | None:
+    anchor = launch_anchor([a, b])
+    if anchor is None:
+        return None
+    moved, missing = [], 0
+    for k in changes(a, b):
+        first, second = (launch_fast_figure(run[k], limit * anchor) for run in (a, b))
+        if first is None or second is None:
+            missing += 1
+            continue
+        moved.append(abs(second / first - 1))
+    return {"limit": limit, "anchor_us": anchor, **quantiles(moved), "no_fast_round": missing}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -180,6 +229,7 @@ def main() -> None:
     parser.add_argument("second", type=Path)
     parser.add_argument("--quiet", type=Path)
     parser.add_argument("--miss", type=float, default=0.05)
+    parser.add_argument("--launch-limit", type=float, default=1.15, help="of the fast dispatch reading")
     args = parser.parse_args()
     a, b = load(args.first), load(args.second)
     between = changes(a, b)
@@ -236,6 +286,7 @@ def main() -> None:
         name: quantiles([c for k, c in between.items() if over[k] is flag])
         for name, flag in (("issue_over_event", True), ("covered", False))
     }
+    result["launch_fast"] = launch_fast(a, b, args.launch_limit)
     if args.quiet:
         quiet = load(args.quiet)
         result["loaded_vs_quiet"] = [quantiles(list(changes(quiet, run).values())) for run in (a, b)]

@@ -154,6 +154,11 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     assert pinned["busiest"] and pinned["busiest"][0][1] > 0, pinned  # the worker ran its calls
     # The eager dispatch path's speed at the window's start and end (host_clock.dispatch_us).
     assert len(pinned["dispatch_us"]) == 2 and all(0 < us < 1e4 for us in pinned["dispatch_us"]), pinned
+    # ... and before each round, one reading per round the pairing logged (round_gate.py).
+    paired = ev.details["timing"]["paired"]
+    rounds = pinned["round_dispatch_us"]
+    assert len(rounds) == len(paired["round_ratios"]) == len(paired["round_kept"]) >= paired["pairs"], paired
+    assert all(0 < us < 1e4 for us in rounds), rounds
     host = ev.details["timing"]["paired"]["reference"]["host"]
     assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
     # Who ran kernels in the window (clocks.gpu_users): the timing's own processes, nobody else.

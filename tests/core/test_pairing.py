@@ -130,6 +130,10 @@ def test_rounds_the_host_was_slow_in_are_left_out() -> None:
     assert result.ratio == 2.0 and result.low == result.high == 2.0
     assert result.b_ms == 2.0 and result.slow_rounds == rounds[0] // 3 > 0
     assert result.pairs == rounds[0] - result.slow_rounds
+    # Every round, in order, for re-deriving a figure: the slow ones' 1.5x-off ratio, not kept.
+    assert result.round_kept == tuple(r % 3 != 2 for r in range(rounds[0]))
+    assert result.round_ratios == tuple(2.0 if k else 3.0 for k in result.round_kept)
+    assert result.to_dict()["round_ratios"] == list(result.round_ratios)
 
     def never() -> bool:
         slow[0] = True
@@ -138,6 +142,7 @@ def test_rounds_the_host_was_slow_in_are_left_out() -> None:
     capped = replace(SETTINGS, max_reps=20)  # 200 calls a side: 20 rounds of side A's 10
     result = paired_ratios([a, b], [1.0, 2.0], capped, Gate(never))[0]  # type: ignore[list-item]
     assert result.stopped == "cap" and result.ratio == 3.0 and result.slow_rounds == result.pairs > 0
+    assert result.round_kept == (True,) * result.pairs  # all slow: all of them are the figure
 
 
 def test_a_round_the_host_was_found_disturbed_in_afterwards_is_left_out() -> None:

@@ -69,3 +69,44 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
     table = [line for line in lines if line.startswith("| k") and not line.startswith("| kernel ")]
     assert len(table) == 1 and table[0].startswith("| k3 |")
     assert "310, 7,7.2 / 310, 15,-" in table[0] and "70% R" in table[0]
+
+
+def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_fast_in(
+    tmp_path: Path,
+) -> None:
+    """A host-bound reference against a GPU-bound candidate: rounds with a slow launch path (10 us
+    against 7) read 3x, fast ones 2x. Run 1 had mostly fast rounds (2x), run 2 mostly slow ones
+    (3x): 50 % apart; from the fast rounds alone both are 2x. A CUDA-graph comparison keeps its
+    figure; a kernel with no fast round in a run is counted, not compared."""
+
+    def paired_row(kernel: str, rounds: list[tuple[float, float, bool]]) -> dict[str, Any]:
+        kept = sorted(ratio for ratio, _, k in rounds if k)
+        r = row(kernel, kept[len(kept) // 2], [7.0, 7.0], [[1, 60, 3, "window"]])
+        r["method"] = "paired"
+        r["paired"] = {
+            "pairs": len(kept),
+            "stopped": "precision",
+            "round_ratios": [ratio for ratio, _, _ in rounds],
+            "round_kept": [k for _, _, k in rounds],
+        }
+        r["pinned"]["round_dispatch_us"] = [us for _, us, _ in rounds]
+        return r
+
+    fast, slow, left_out = (2.0, 7.0, True), (3.0, 10.0, True), (5.0, 7.1, False)
+    graph = {**row("graph", 4.0, [7.0, 7.0], [[1, 60, 3, "window"]]), "method": "cuda_graph"}
+    first = [paired_row("k", [fast, fast, slow, left_out]), paired_row("never", [slow, slow]), graph]
+    second = [paired_row("k", [fast, slow, slow]), paired_row("never", [fast, slow, fast]), graph]
+    paths = []
+    for name, rows in (("run1", first), ("run2", second)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        paths.append(str(path))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["between_runs"]["worst"] == 0.5  # k: 2x then 3x
+    launch = result["launch_fast"]
+    assert launch["anchor_us"] == 7.0 and launch["limit"] == 1.15
+    # k (2x both) and the graph (4x both) compared; "never" had no fast round in run 1.
+    assert launch["kernels"] == 2 and launch["worst"] == 0.0 and launch["no_fast_round"] == 1
