@@ -40,6 +40,9 @@
 #                     default 540) and AHEAD (evaluation.builds_ahead, default -1) from the
 #                     environment: COUNT=36 BUDGET=175 ... builds-both fits one call
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
+# (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
+# read fast, from the rows' round_ratios and round_dispatch_us; session 26)
+# Session 26's order for the next 1800 s: window (the new per-round assertion), run1, run2.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
