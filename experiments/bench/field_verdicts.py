@@ -130,6 +130,12 @@ async def evaluate_all(
             "entry_class": ev.details.get("entry_class"),
             "checks": ev.details.get("checks", [])[-3:],
             "duration_s": round(ev.duration_s, 2),
+            # Where the evaluation's time went (a warm H200 run's took ~70 s at 16 in flight,
+            # session 26): each stage's seconds, and the GPU lock's wait and holds.
+            "stage_s": {st.get("stage"): st.get("seconds") for st in ev.details.get("stages", [])},
+            "lock": {
+                k: (ev.details.get("gpu_lock") or {}).get(k) for k in ("wait_s", "exclusive_s", "shared_s")
+            },
             "ended_at": round(time.time(), 1),  # to line a verdict up with a device log (nvidia-smi)
         }
         done.append(row)
