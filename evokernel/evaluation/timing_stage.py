@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from evokernel.evaluation import confirmation, cpu_pin, host_clock, integrity, quiet, replies
+from evokernel.evaluation import confirmation, cpu_pin, host_clock, integrity, quiet, replies, round_gate
 from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.clocks import gpu_users, shared_with, wait_gpu_alone
@@ -32,7 +32,6 @@ from evokernel.evaluation.feedback import timing_feedback
 from evokernel.evaluation.loading import clone, flatten, make_inputs
 from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
 from evokernel.evaluation.profiling import stage as profiling
-from evokernel.evaluation.round_gate import RoundGate
 from evokernel.evaluation.timing import TimingSettings
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_timing import copy_values
@@ -188,10 +187,13 @@ def _paired_timing(
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
         try:
-            gate = RoundGate(pinned, timer, waits, limit, sup.device) if pinned is not None else None
+            gate = None
+            if pinned is not None:
+                registry = quiet.node_registry()
+                gate = round_gate.for_window(pinned, timer, waits, settings, sup.device, registry)
             ratios = paired_ratios(sides, call_ms, settings, gate)
             if gate is not None:  # one reading per round, in the order of ratios' round_ratios
-                gate.window.record["round_dispatch_us"] = gate.dispatch_us
+                gate.close()
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}

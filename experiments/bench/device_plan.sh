@@ -19,6 +19,8 @@
 #                     to stop), then the quiet list at concurrency 1 in run 1's TMPDIR (its object
 #                     cache holds their builds)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
+#                     (run1/run2 take TIMING, a --timing override for all three runs:
+#                     TIMING=launch_slowdown_limit=1.15 gates rounds on the launch path, round_gate.py)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
 #   reference         issue 35: reference_modes.py on VanillaRNN, call_start queued then idle (~2 min
@@ -86,16 +88,16 @@ case "$step" in
     export TMPDIR=/tmp/tmp_run1
     mkdir -p "$TMPDIR"
     timeout -s INT 330 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
-      --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
+      --profiles kernelbench-v0 --concurrency 16 ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
     timeout -s INT 150 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 1 --only experiments/bench/data/trusted_fitness_quiet20.list \
-      --stream "$OUT/bench/quiet.jsonl" 2>&1 | tail -5
+      ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/quiet.jsonl" 2>&1 | tail -5
     ;;
   run2)
     TMPDIR=$(mktemp -d)
     export TMPDIR
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
-      --profiles kernelbench-v0 --concurrency 16 --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
+      --profiles kernelbench-v0 --concurrency 16 ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
     ;;
   split1 | split2)
     # issue 37: run1/run2 with builds on three pinned 4-core CPU-only nodes and the GPU node on 4

@@ -4,7 +4,6 @@ made up so the answer is known."""
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from dataclasses import replace
@@ -14,7 +13,6 @@ import torch
 
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS, BlockTimer
-from evokernel.evaluation.cpu_pin import ThreadWait, WindowCpu
 from evokernel.evaluation.host_speed import spin_us
 from evokernel.evaluation.pairing import (
     PairingError,
@@ -23,7 +21,6 @@ from evokernel.evaluation.pairing import (
     paired_ratio,
     paired_ratios,
 )
-from evokernel.evaluation.round_gate import RoundGate
 
 SETTINGS = TimingConfig(min_ms=0.0, max_ms=10_000.0, max_reps=100_000)
 
@@ -194,25 +191,3 @@ def test_a_block_whose_calls_ran_off_the_cpu_is_disturbed() -> None:
     busy = BlockTimer(lambda: spin_us(5_000), torch.device("cpu"), SETTINGS)
     busy.block(5)
     assert not busy.disturbed(1.15), busy.result().host
-
-
-def test_the_round_gate_takes_one_dispatch_reading_per_round_in_the_rounds_order() -> None:
-    """round_gate.RoundGate reads the eager dispatch path before each round, so its readings line
-    up with the pairing's rounds by index (speedup_dispersion.py's launch_fast relies on that).
-    Off the GPU there is no dispatch path to read: one None per round."""
-    timer = BlockTimer(lambda: spin_us(2_000), torch.device("cpu"), SETTINGS)
-    worker = ThreadWait(os.getpid())
-    gate = RoundGate(WindowCpu([os.getpid()], None), timer, [worker], 1.15, torch.device("cpu"))
-
-    def candidate(calls: int) -> list[float]:
-        worker.begin()
-        try:
-            return [0.5] * calls
-        finally:
-            worker.end()
-
-    settings = replace(SETTINGS, paired_min_pairs=6, max_reps=50)
-    result = paired_ratios([candidate, timer.block], [0.5, timer.settle()], settings, gate)[0]
-    rounds = len(result.round_ratios)
-    assert rounds == len(result.round_kept) == len(gate.dispatch_us) >= 6
-    assert gate.dispatch_us == [None] * rounds
