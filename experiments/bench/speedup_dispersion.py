@@ -14,7 +14,9 @@ and the changes split by whether a side's host issuing outlasted its events (``b
 whose eager dispatch reading (``round_dispatch_us``, read before each round) was within
 ``--launch-limit`` of the fastest readings of both runs (their 5th percentile): whether gating
 rounds on the launch path's speed would steady the figure (session 26: the H200 host's launch
-path flips between ~7 and ~10 us with every spin fast).
+path flips between ~7 and ~10 us with every spin fast). Its ``round_states``: within windows
+whose kept rounds saw both states, the median ratio of the slow rounds over the fast ones (does
+the state move a window's figure at all?).
 
 Usage::
 
@@ -218,7 +220,44 @@ def launch_fast(
             missing += 1
             continue
         moved.append(abs(second / first - 1))
-    return {"limit": limit, "anchor_us": anchor, **quantiles(moved), "no_fast_round": missing}
+    return {
+        "limit": limit,
+        "anchor_us": anchor,
+        **quantiles(moved),
+        "no_fast_round": missing,
+        "round_states": round_states([a, b], limit * anchor),
+    }
+
+
+def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any]:
+    """Within one window, do its rounds' ratios follow the launch path? Per paired row with kept
+    rounds of both states (reading at most ``ceiling_us``, or over): the median ratio of its slow
+    rounds over that of its fast ones. 1 everywhere: the state does not move the figure; away from
+    1 (above for a host-bound reference against a GPU-bound candidate): it does."""
+    shifts = []
+    for run in runs:
+        for row in run.values():
+            paired = row.get("paired") or {}
+            ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
+            dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
+            if row.get("method") != "paired" or not (len(ratios) == len(kept) == len(dispatch) > 0):
+                continue
+            states: dict[bool, list[float]] = {True: [], False: []}
+            for r, k, us in zip(ratios, kept, dispatch, strict=True):
+                if k and r is not None and us is not None:
+                    states[us <= ceiling_us].append(r)
+            if states[True] and states[False]:
+                shifts.append(statistics.median(states[False]) / statistics.median(states[True]))
+    if not shifts:
+        return {"windows": 0}
+    ordered = sorted(shifts)
+    return {
+        "windows": len(shifts),
+        "slow_over_fast_median": round(statistics.median(ordered), 4),
+        "p10": round(order_statistic(ordered, 0.1), 4),
+        "p90": round(order_statistic(ordered, 0.9), 4),
+        "over_2pct": sum(abs(x - 1) > 0.02 for x in shifts),
+    }
 
 
 def main() -> None:

@@ -110,3 +110,6 @@ def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_f
     assert launch["anchor_us"] == 7.0 and launch["limit"] == 1.15
     # k (2x both) and the graph (4x both) compared; "never" had no fast round in run 1.
     assert launch["kernels"] == 2 and launch["worst"] == 0.0 and launch["no_fast_round"] == 1
+    # Inside a window: k's two windows and run 2's "never" saw both states, slow rounds 1.5x.
+    states = launch["round_states"]
+    assert states["windows"] == 3 and states["slow_over_fast_median"] == 1.5 and states["over_2pct"] == 3
