@@ -167,7 +167,10 @@ def run_mode(
         library.close()
     evaluations = list(done["evaluations"].values())
     figures = {
-        **{k: done["figures"][k] for k in ("candidates", "cut", "wall_s", "per_min_per_gpu", "statuses")},
+        **{
+            k: done["figures"][k]
+            for k in ("candidates", "cut", "wall_s", "per_min_per_gpu", "steady_per_min", "statuses")
+        },
         "stage_mean_s": done["figures"]["stage_mean_s"],
         "stage_mean_cpu_s": done["figures"]["stage_mean_cpu_s"],
         "host_cpu_busy": done["figures"]["host_cpu_busy"],

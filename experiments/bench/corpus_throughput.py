@@ -115,6 +115,18 @@ def row(phase: str, name: str, task: str, ev: Any, done_at: float) -> dict[str, 
     }
 
 
+def steady_per_min(done_at_s: list[float], wall_s: float, fill: int) -> float | None:
+    """Verdicts per minute once the pipeline is full: those after the first ``fill`` (the pool's
+    active candidates in flight), over the time from the ``fill``-th verdict to the end. A cold run's
+    first verdicts wait for the first builds (~60 s on a 16-core H200 node), which a budget of a
+    few minutes counts at full weight in ``per_min_per_gpu``; None without a verdict after the fill."""
+    ordered = sorted(done_at_s)
+    fill = min(fill, len(ordered) // 2)
+    if fill < 1 or len(ordered) <= fill or wall_s <= ordered[fill - 1]:
+        return None
+    return round((len(ordered) - fill) / (wall_s - ordered[fill - 1]) * 60, 2)
+
+
 async def run_phase(
     pool: Any, phase: str, files: list[tuple[str, Any, str]], verdicts: Path | None, budget_s: float
 ) -> dict[str, Any]:
@@ -143,6 +155,7 @@ async def run_phase(
             job.cancel()
     done = {jobs[job]: job.result() for job in jobs if job not in pending}
     evaluations = list(done.values())
+    active = pool.concurrency * max(1, pool.size)  # candidates active at once: the pipeline's fill
     exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
     assert not any(ev.details.get("deduplicated") for ev in evaluations), "a candidate was deduplicated"
     return {
@@ -151,6 +164,7 @@ async def run_phase(
             "cut": len(pending),
             "wall_s": round(wall, 1),
             "per_min_per_gpu": round(len(evaluations) / wall * 60, 2),
+            "steady_per_min": steady_per_min([r["done_at_s"] for r in rows], wall, active),
             "statuses": statuses(evaluations),
             "stage_mean_s": breakdown(evaluations),
             "stage_mean_cpu_s": breakdown(evaluations, "cpu_s"),
