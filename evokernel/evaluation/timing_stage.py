@@ -165,6 +165,7 @@ def _paired_timing(
     claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
     limit = settings.host_slowdown_limit  # host_speed.py
     own = {os.getpid(), *pins}  # the window's processes: any other running kernels shares it
+    marks = [time.perf_counter()]  # the window's phases, for where a timing's lock time goes
     window, pinned, drained = quiet_window(
         sup.gpu,
         sup.device,
@@ -172,6 +173,7 @@ def _paired_timing(
         lambda device: wait_gpu_alone(device, own),
     )
     with window, torch.no_grad():
+        marks.append(time.perf_counter())
         since_us = time.time_ns() // 1000
         dispatch = [host_clock.dispatch_us(sup.device)]  # the eager path's speed (not gated on)
         settled, _ = sup.ask(start, replies.SettleReply, lock=False)
@@ -186,6 +188,7 @@ def _paired_timing(
             except confirmation.IncumbentLost as exc:
                 confirming["error"] = str(exc)[:500]
                 _drop_incumbent(sup)
+        marks.append(time.perf_counter())
         try:
             gate = None
             if pinned is not None:
@@ -196,6 +199,7 @@ def _paired_timing(
                 gate.close()
         except PairingError as exc:
             raise StageFailure(Status.RUNTIME_ERROR, "timing", f"timing: {exc}") from exc
+        marks.append(time.perf_counter())
         finish = {"op": "time", "phase": "finish", "check_seed": TIMING_CHECK_SEED}
         finished, blob = sup.ask(finish, replies.FinishReply, lock=False)
         if sup.incumbent is not None:
@@ -216,10 +220,14 @@ def _paired_timing(
             pinned.record["dispatch_us"] = dispatch
         # Who else ran kernels in the window: another context time-slices the GPU with both sides.
         drained.update(gpu_users(sup.device, since_us, own))
+        marks.append(time.perf_counter())
+        phases = ("open", "settle", "pairs", "finish")  # open: busy-window waits, drain, CPU claim
+        spans = zip(phases, marks[:-1], marks[1:], strict=True)
         sup.paired_reference = {
             **timer.result().to_dict(),
             "gpu": drained,
             "pinned": None if pinned is None else pinned.record,
+            "phases_s": {name: round(end - begin, 4) for name, begin, end in spans},
         }
         timer.close()
     return ratios[0], finished, blob

@@ -116,6 +116,9 @@ async def evaluate_all(
             # The window's GPU: the drain before it, who else ran kernels in it (clocks.gpu_users),
             # and the SM clock while the reference's blocks ran.
             "gpu": (paired.get("reference") or {}).get("gpu"),
+            # The timing window's phases (s): open (busy-window waits, drain, CPU claim), both
+            # sides' settle, the pairs, the finish checks.
+            "phases_s": (paired.get("reference") or {}).get("phases_s"),
             "clock": (paired.get("reference") or {}).get("clock"),
             "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
             "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),

@@ -41,6 +41,11 @@ def test_seed_is_correct_and_timed(axpy_task: Task) -> None:
     assert ev.speedup_low is not None and ev.speedup_high is not None
     assert ev.speedup_eager is not None and ev.speedup_low <= ev.speedup_eager <= ev.speedup_high
     assert (ev.runtime_ms, ev.eager_ms) == (paired["a_ms"], paired["b_ms"])
+    # Every round kept for re-deriving the figure, and where the window's time went.
+    assert len(paired["round_ratios"]) == len(paired["round_kept"]) >= paired["pairs"]
+    phases = paired["reference"]["phases_s"]
+    assert list(phases) == ["open", "settle", "pairs", "finish"] and all(s >= 0 for s in phases.values())
+    assert phases["pairs"] >= paired["seconds"] * 0.9, (phases, paired["seconds"])
     # every declared variant (default + n=77) x 3 seeds, then the unseen variant (n=1003) once
     checks = [(c["variant"], c["seed"]) for c in ev.details["checks"]]
     assert checks == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]

@@ -159,6 +159,9 @@ def assert_one_cpu(ev: Evaluation, threads: int) -> None:
     rounds = pinned["round_dispatch_us"]
     assert len(rounds) == len(paired["round_ratios"]) == len(paired["round_kept"]) >= paired["pairs"], paired
     assert all(0 < us < 1e4 for us in rounds), rounds
+    phases = paired["reference"]["phases_s"]  # where the window's time went
+    assert list(phases) == ["open", "settle", "pairs", "finish"] and all(s >= 0 for s in phases.values())
+    assert phases["pairs"] >= paired["seconds"] * 0.9, (phases, paired["seconds"])
     host = ev.details["timing"]["paired"]["reference"]["host"]
     assert host["issue_ms"] > 0 and 0 < host["cpu_share"] <= 1.05, host  # thread CPU <= wall
     # Who ran kernels in the window (clocks.gpu_users): the timing's own processes, nobody else.
