@@ -11,7 +11,7 @@ against a GPU-bound candidate. Every reading is recorded beside its round
 (``round_dispatch_us``; pairing.PairedRatio.round_ratios lines up by index). With
 ``launch_slowdown_limit`` set, a round whose reading is over that many times the node's fast
 reading is also left out. The node's fast reading (its *anchor*) is kept in the node's quiet
-registry, one file per device: the lowest over the node's windows of each window's lower-quartile
+registry, one file per GPU (by UUID): the lowest over the node's windows of each window's lower-quartile
 reading, so one lucky reading does not set it and a window spent wholly in the slow state (whose
 own lowest reading is slow) does not either. A node's first window, with no anchor yet, measures
 against its own lowest reading so far.
@@ -35,8 +35,16 @@ ANCHOR_QUANTILE = 0.25
 DispatchReader = Callable[[torch.device], float | None]
 
 
+def device_key(device: torch.device) -> str:
+    """A GPU by its UUID: every Ray actor of a multi-GPU node sees its own GPU as ``cuda:0``, and
+    each GPU's launch path (its PCIe link, its socket) has its own speed."""
+    if device.type == "cuda":
+        return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    return f"{device.type}{device.index or 0}"
+
+
 def anchor_path(registry: Path, device: torch.device) -> Path:
-    return registry / f"launch-anchor-{device.type}{device.index or 0}"
+    return registry / f"launch-anchor-{device_key(device)}"
 
 
 def read_anchor(path: Path) -> float | None:

@@ -105,8 +105,8 @@ def test_a_window_wholly_in_the_slow_state_is_measured_against_the_nodes_anchor(
 
 
 def test_the_nodes_anchor_is_the_lowest_window_lower_quartile(tmp_path: Path) -> None:
-    path = anchor_path(tmp_path / "registry", torch.device("cuda", 1))
-    assert path.name == "launch-anchor-cuda1" and read_anchor(path) is None
+    path = anchor_path(tmp_path / "registry", torch.device("cpu", 1))  # a GPU's is by its UUID
+    assert path.name == "launch-anchor-cpu1" and read_anchor(path) is None
     # A window half fast, half slow: its lower quartile is a fast reading, not the lucky 6.0.
     assert remember_anchor(path, [6.0, 7.2, 7.3, 7.4, 10.0, 10.1, 10.2, 10.3, None]) == 7.2
     assert read_anchor(path) == 7.2
