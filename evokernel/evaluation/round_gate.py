@@ -11,10 +11,10 @@ against a GPU-bound candidate. Every reading is recorded beside its round
 (``round_dispatch_us``; pairing.PairedRatio.round_ratios lines up by index). With
 ``launch_slowdown_limit`` set, a round whose reading is over that many times the node's fast
 reading is also left out. The node's fast reading (its *anchor*) is kept in the node's quiet
-registry, one file per GPU (by UUID): the lowest over the node's windows of each window's lower-quartile
-reading, so one lucky reading does not set it and a window spent wholly in the slow state (whose
-own lowest reading is slow) does not either. A node's first window, with no anchor yet, measures
-against its own lowest reading so far.
+registry, one file per GPU (by UUID): the lowest over the node's windows of each window's
+lower-quartile reading, so one lucky reading does not set it and a window spent wholly in the
+slow state (whose own lowest reading is slow) does not either. A node's first window, with no
+anchor yet, measures against its own lowest reading so far.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def read_anchor(path: Path) -> float | None:
 
 def remember_anchor(path: Path, readings: list[float | None]) -> float | None:
     """Lower the node's anchor to this window's lower-quartile reading if that is lower; the
-    anchor after. Written whole (a rename), so a window on another GPU of the node never reads
+    anchor after. Written whole (a rename), so another actor's window on the same GPU never reads
     half a number."""
     values = sorted(r for r in readings if r is not None and r > 0)
     old = read_anchor(path)
