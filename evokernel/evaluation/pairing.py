@@ -161,9 +161,10 @@ def paired_ratios(
             kept_samples[side].extend(block)
         measured = medians[0] > 0 and all(m > 0 for m in medians[1:])
         for k in range(1, n):
-            every_round[k - 1].append(medians[k] / medians[0] if measured else None)
-            if measured:
-                kept_ratios[k - 1].append(medians[k] / medians[0])
+            ratio = medians[k] / medians[0] if measured else None
+            every_round[k - 1].append(ratio)
+            if ratio is not None:
+                kept_ratios[k - 1].append(ratio)
         kept.append(fast)
         pairs = len(ratios[0])
         enough = pairs >= max(1, settings.paired_min_pairs) and min(spent) >= settings.min_ms
