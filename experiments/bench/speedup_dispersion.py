@@ -191,19 +191,25 @@ def launch_anchor(runs: list[dict[str, dict[str, Any]]]) -> float | None:
     return order_statistic(sorted(readings), 0.05) if readings else None
 
 
+def kept_rounds(row: dict[str, Any]) -> list[tuple[float, float]] | None:
+    """A paired row's kept rounds as ``(ratio, dispatch reading)``, those with both; None when the
+    row was not paired or carries no rounds lined up with their readings."""
+    paired = row.get("paired") or {}
+    ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
+    dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
+    if row.get("method") != "paired" or not (len(ratios) == len(kept) == len(dispatch) > 0):
+        return None
+    rounds = zip(ratios, kept, dispatch, strict=True)
+    return [(r, us) for r, k, us in rounds if k and r is not None and us is not None]
+
+
 def launch_fast_figure(row: dict[str, Any], ceiling_us: float) -> float | None:
     """The median ratio of the row's kept rounds whose dispatch reading was at most
     ``ceiling_us``; the row's own figure when it was not paired (a CUDA-graph comparison); None
     when no round qualifies or the row has no rounds."""
     if row.get("method") != "paired":
         return float(row["speedup_eager"])
-    paired = row.get("paired") or {}
-    ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
-    dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
-    if not (len(ratios) == len(kept) == len(dispatch) > 0):
-        return None
-    rounds = zip(ratios, kept, dispatch, strict=True)
-    fast = [r for r, k, us in rounds if k and r is not None and us is not None and us <= ceiling_us]
+    fast = [r for r, us in kept_rounds(row) or [] if us <= ceiling_us]
     return statistics.median(fast) if fast else None
 
 
@@ -237,15 +243,9 @@ def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> di
     shifts = []
     for run in runs:
         for row in run.values():
-            paired = row.get("paired") or {}
-            ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
-            dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
-            if row.get("method") != "paired" or not (len(ratios) == len(kept) == len(dispatch) > 0):
-                continue
             states: dict[bool, list[float]] = {True: [], False: []}
-            for r, k, us in zip(ratios, kept, dispatch, strict=True):
-                if k and r is not None and us is not None:
-                    states[us <= ceiling_us].append(r)
+            for r, us in kept_rounds(row) or []:
+                states[us <= ceiling_us].append(r)
             if states[True] and states[False]:
                 shifts.append(statistics.median(states[False]) / statistics.median(states[True]))
     if not shifts:

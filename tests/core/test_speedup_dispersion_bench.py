@@ -35,6 +35,19 @@ def row(kernel: str, speedup: float, dispatch: list[float | None], users: list[l
     }
 
 
+def report(tmp_path: Path, first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[str]:
+    """The script's output lines for two runs' rows written as stream files."""
+    paths = []
+    for name, rows in (("run1", first), ("run2", second)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        paths.append(str(path))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip().splitlines()
+
+
 def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -> None:
     alone = [[1, 60, 3, "window"]]
     # Run 2 moves the kernels by 0, 0.5, 4 and 25 %: the combined +-1.4 % band holds the first
@@ -44,15 +57,7 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
         row("k3", 2.5, [15.0, None], [[2, 70, 4, "python3 R"]])
     ]
     second[-1]["host"]["reference"]["issue_ms"] = 3.0  # k3's reference issued longer than it timed
-    paths = []
-    for name, rows in (("run1", first), ("run2", second)):
-        path = tmp_path / f"{name}.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in rows))
-        paths.append(str(path))
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
-    )
-    lines = done.stdout.strip().splitlines()
+    lines = report(tmp_path, first, second)
     result = json.loads(lines[-1])
     calibration = result["interval_calibration"]
     assert calibration["kernels"] == 4 and calibration["holds"] == [0.5, 0.75]
@@ -96,15 +101,7 @@ def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_f
     graph = {**row("graph", 4.0, [7.0, 7.0], [[1, 60, 3, "window"]]), "method": "cuda_graph"}
     first = [paired_row("k", [fast, fast, slow, left_out]), paired_row("never", [slow, slow]), graph]
     second = [paired_row("k", [fast, slow, slow]), paired_row("never", [fast, slow, fast]), graph]
-    paths = []
-    for name, rows in (("run1", first), ("run2", second)):
-        path = tmp_path / f"{name}.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in rows))
-        paths.append(str(path))
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(report(tmp_path, first, second)[-1])
     assert result["between_runs"]["worst"] == 0.5  # k: 2x then 3x
     launch = result["launch_fast"]
     assert launch["anchor_us"] == 7.0 and launch["limit"] == 1.15
