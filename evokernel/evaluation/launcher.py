@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from evokernel.evaluation.quiet import REGISTRY_VAR, node_registry
 from evokernel.evaluation.workspace import directory_env
 from evokernel.exceptions import EvaluationError
 
@@ -47,6 +48,7 @@ def sandbox_env(device: str, workdir: Path, build_jobs: int | None = None) -> di
     which oversubscribes a node where several builds run at once)."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
     env.update(directory_env(workdir))
+    env[REGISTRY_VAR] = str(node_registry())  # the caller's, before TMPDIR above moved
     # PYTHONSAFEPATH (``-P``): the current directory never goes on sys.path, so a module planted
     # in a directory a candidate wrote is never imported by a process started there.
     env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", PYTHONSAFEPATH="1", OMP_NUM_THREADS="1")

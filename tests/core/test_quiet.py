@@ -255,3 +255,20 @@ def test_windows_stop_the_node_at_most_half_the_time_and_a_quiet_node_spends_non
     assert wait_for(node.build, {"Z", "gone"}) in {"Z", "gone"}
     _, record = node.timing()  # the duty is still spent, but there is nothing to stop
     assert "'paused': 0" in record and "over_duty" not in record
+
+
+def test_a_supervisor_finds_the_registry_of_the_process_that_started_it(tmp_path: Path) -> None:
+    """A supervisor's TMPDIR is its own directory (launcher.sandbox_env), where no other window
+    would see its CPU claim or launch anchor: it is handed the starting process's registry."""
+    from evokernel.evaluation.launcher import sandbox_env
+    from evokernel.evaluation.quiet import node_registry
+
+    own = tmp_path / "supervisor"
+    own.mkdir()
+    env = sandbox_env("cpu", own)
+    code = "import tempfile\nfrom evokernel.evaluation import quiet\n"
+    code += "print(quiet.node_registry(), tempfile.gettempdir())"
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    registry, tmp = seen.stdout.split()
+    assert tmp == str(own)  # the supervisor's TMPDIR did move ...
+    assert registry == str(node_registry()) and not registry.startswith(str(own))  # ... its registry did not
