@@ -10,11 +10,13 @@ calls follow it (VanillaRNN's two modes: 7.3 against 9.8-10.2 us), which pairing
 against a GPU-bound candidate. Every reading is recorded beside its round
 (``round_dispatch_us``; pairing.PairedRatio.round_ratios lines up by index). With
 ``launch_slowdown_limit`` set, a round whose reading is over that many times the node's fast
-reading is also left out. The node's fast reading (its *anchor*) is kept in the node's quiet
-registry, one file per GPU (by UUID): the lowest over the node's windows of each window's
-lower-quartile reading, so one lucky reading does not set it and a window spent wholly in the
-slow state (whose own lowest reading is slow) does not either. A node's first window, with no
-anchor yet, measures against its own lowest reading so far.
+reading is also left out, and each round's host-gate answer alone is recorded
+(``round_host_fast``: the figure without the launch gate, re-derivable from the same run). The
+node's fast reading (its *anchor*) is kept in the node's quiet registry (quiet.node_registry),
+one file per GPU (by UUID): the lowest over the node's windows of each window's lower-quartile
+reading, so one lucky reading does not set it and a window spent wholly in the slow state (whose
+own lowest reading is slow) does not either. A node's first window, with no anchor yet, measures
+against its own lowest reading so far.
 """
 
 from __future__ import annotations
@@ -98,14 +100,18 @@ class RoundGate:
         self.anchor_file, self.read_dispatch = anchor_file, read_dispatch
         self.dispatch_us: list[float | None] = []
         self.launch_slow_rounds = 0
+        # Per round, the host gate's answer alone (before and after the round), so a gated
+        # window's figure without the launch gate can be re-derived beside it from one run.
+        self.host_fast: list[bool] = []
+        self._host_before = True
 
     def fast(self) -> bool:
         reading = self.read_dispatch(self.device)
         self.dispatch_us.append(reading)
-        host = self.window.fast()  # always asked: a slow spin moves the window to a faster CPU
+        self._host_before = self.window.fast()  # always asked: a slow spin moves the window's CPU
         launch = self._launch_fast(reading)
         self.launch_slow_rounds += int(not launch)
-        return host and launch
+        return self._host_before and launch
 
     def _launch_fast(self, reading: float | None) -> bool:
         if self.launch_limit <= 0 or reading is None:
@@ -118,7 +124,9 @@ class RoundGate:
         blocks = [w.last for w in self.workers]
         contended = any(waited > (self.limit - 1) * wall for wall, waited in blocks)
         lost = self.reference.disturbed(self.limit)
-        return self.window.undisturbed(lost, contended, sum(waited for _, waited in blocks))
+        undisturbed = self.window.undisturbed(lost, contended, sum(waited for _, waited in blocks))
+        self.host_fast.append(self._host_before and undisturbed)
+        return undisturbed
 
     def close(self) -> None:
         """After the pairing: the launch path's record into the window's, and this window's
@@ -135,6 +143,7 @@ class RoundGate:
                 launch_limit=self.launch_limit,
                 launch_anchor_us=self.anchor_us,
                 launch_slow_rounds=self.launch_slow_rounds,
+                round_host_fast=self.host_fast,  # ungated, round_kept says the same
             )
         return out
 

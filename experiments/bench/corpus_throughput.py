@@ -115,6 +115,25 @@ def row(phase: str, name: str, task: str, ev: Any, done_at: float) -> dict[str, 
     }
 
 
+def stream_throughput(rows: list[dict[str, Any]], fill: int) -> dict[str, Any] | None:
+    """Verdicts per minute of a ``field_verdicts.py --stream`` file, whose rows carry when each
+    ended (``ended_at``) and how long since it was submitted (``duration_s``): the run's start is
+    taken as its first submission and its end as its last verdict (a cut run's stream has no
+    other), so pool start-up is left out; ``fill`` as in :func:`steady_per_min`."""
+    timed = [r for r in rows if r.get("ended_at") is not None and r.get("duration_s") is not None]
+    if not timed:
+        return None
+    start = min(r["ended_at"] - r["duration_s"] for r in timed)
+    done = [r["ended_at"] - start for r in timed]
+    wall = max(done)
+    return {
+        "verdicts": len(timed),
+        "wall_s": round(wall, 1),
+        "per_min": round(len(timed) / wall * 60, 2) if wall > 0 else None,
+        "steady_per_min": steady_per_min(done, wall, fill),
+    }
+
+
 def steady_per_min(done_at_s: list[float], wall_s: float, fill: int) -> float | None:
     """Verdicts per minute once the pipeline is full: those after the first ``fill`` (the pool's
     active candidates in flight), over the time from the ``fill``-th verdict to the end. A cold run's

@@ -14,13 +14,16 @@
 #                     profiling; 415 s on an H100)
 #   window            the GPU tests of timing alone: where a call starts (test_timing_gpu.py), the
 #                     window (confirmation, drain, the legit cases, the launch-bound comparison)
-#   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 330 s
-#                     (session 22: 400 s left the quiet list no time: the cut run took ~20 s more
-#                     to stop), then the quiet list at concurrency 1 in run 1's TMPDIR (its object
-#                     cache holds their builds)
+#   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 570 s
+#                     (session 27: a cold run over all 90 ends by ~515 s; s27's run1, cut at 330 s
+#                     to leave the quiet list time, shared only 24 accepted kernels with run2)
+#   quiet             issue 35: the quiet list at concurrency 1 in run 1's TMPDIR (its object cache
+#                     holds their builds: right after run1, or after run2, on the same warm
+#                     machine), cut at CUT s (default 300)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
-#                     (run1/run2 take TIMING, a --timing override for all three runs:
-#                     TIMING=launch_slowdown_limit=1.15 gates rounds on the launch path, round_gate.py)
+#                     (run1/run2/quiet take TIMING, a --timing override:
+#                     TIMING=launch_slowdown_limit=1.15 gates rounds on the launch path, round_gate.py;
+#                     speedup_dispersion's host_gate_only then gives the ungated figure beside it)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
 #   reference         issue 35: reference_modes.py on VanillaRNN, call_start queued then idle (~2 min
@@ -44,9 +47,10 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 26's order for the next 1800 s: window (the new per-round assertion), run1, run2.
+# Session 27's order for the next 1800 s, back to back on one warm machine, all three with
+# TIMING=launch_slowdown_limit=1.15: run1, run2, quiet (CUT=240); then window if time is left.
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -87,9 +91,14 @@ case "$step" in
   run1)
     export TMPDIR=/tmp/tmp_run1
     mkdir -p "$TMPDIR"
-    timeout -s INT 330 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
-    timeout -s INT 150 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    ;;
+  quiet)
+    # run1's TMPDIR: its object cache holds the builds (run it on the same warm machine)
+    export TMPDIR=/tmp/tmp_run1
+    mkdir -p "$TMPDIR"
+    timeout -s INT "${CUT:-300}" python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 1 --only experiments/bench/data/trusted_fitness_quiet20.list \
       ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/quiet.jsonl" 2>&1 | tail -5
     ;;

@@ -9,14 +9,17 @@ both or neither; ``missed_shared``: how many had another process's kernels in a 
 median / p90 / worst |change| between the loaded runs, loaded vs quiet, whether each run's
 95 % interval held the other run's figure, and how much wider the intervals would have to be to
 hold 95 % of the changes (``interval_calibration``, with the between-window spread they miss),
-and the changes split by whether a side's host issuing outlasted its events (``by_issue``).
+and the changes split by whether a side's host issuing outlasted its events (``by_issue``), and
+each run's verdicts per minute (``throughput``: corpus_throughput.stream_throughput).
 ``launch_fast``: the same changes with each paired figure re-derived from its window's rounds
 whose eager dispatch reading (``round_dispatch_us``, read before each round) was within
 ``--launch-limit`` of the fastest readings of both runs (their 5th percentile): whether gating
 rounds on the launch path's speed would steady the figure (session 26: the H200 host's launch
 path flips between ~7 and ~10 us with every spin fast). Its ``round_states``: within windows
 whose kept rounds saw both states, the median ratio of the slow rounds over the fast ones (does
-the state move a window's figure at all?).
+the state move a window's figure at all?). ``host_gate_only``: for two runs gated on the launch
+path (``launch_slowdown_limit``), the changes with each figure re-derived from the rounds the host
+gate alone kept (``round_host_fast``): the ungated figure beside the gated one, from one pair of runs.
 
 Usage::
 
@@ -31,6 +34,8 @@ import math
 import statistics
 from pathlib import Path
 from typing import Any
+
+from corpus_throughput import stream_throughput
 
 from evokernel.evaluation.clocks import sharing_users
 
@@ -235,6 +240,34 @@ def launch_fast(
     }
 
 
+def host_gate_figure(row: dict[str, Any]) -> float | None:
+    """A launch-gated row's figure re-derived without the launch gate: the median ratio of its
+    rounds the host gate alone kept (``round_host_fast``); None for a row that was not gated."""
+    paired, pinned = row.get("paired") or {}, row.get("pinned") or {}
+    ratios, host = paired.get("round_ratios") or [], pinned.get("round_host_fast")
+    if row.get("method") != "paired" or not host or len(host) != len(ratios):
+        return None
+    kept = [r for r, fast in zip(ratios, host, strict=True) if fast and r is not None]
+    # As pairing does: with no round the host called fast, every round is the figure.
+    kept = kept or [r for r in ratios if r is not None]
+    return statistics.median(kept) if kept else None
+
+
+def host_gate_only(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The changes between two launch-gated runs with every figure re-derived without the launch
+    gate (the graph rows as they were): the ungated figure side by side from the same runs."""
+    moved = []
+    for k in changes(a, b):
+        first, second = (
+            host_gate_figure(run[k]) if run[k].get("method") == "paired" else float(run[k]["speedup_eager"])
+            for run in (a, b)
+        )
+        if first is not None and second is not None:
+            moved.append(abs(second / first - 1))
+    gated = any((row.get("pinned") or {}).get("round_host_fast") for run in (a, b) for row in run.values())
+    return quantiles(moved) if gated else None
+
+
 def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any]:
     """Within one window, do its rounds' ratios follow the launch path? Per paired row with kept
     rounds of both states (reading at most ``ceiling_us``, or over): the median ratio of its slow
@@ -267,6 +300,7 @@ def main() -> None:
     parser.add_argument("first", type=Path)
     parser.add_argument("second", type=Path)
     parser.add_argument("--quiet", type=Path)
+    parser.add_argument("--fill", type=int, default=16, help="candidates in flight (the runs' --concurrency)")
     parser.add_argument("--miss", type=float, default=0.05)
     parser.add_argument("--launch-limit", type=float, default=1.15, help="of the fast dispatch reading")
     args = parser.parse_args()
@@ -326,6 +360,8 @@ def main() -> None:
         for name, flag in (("issue_over_event", True), ("covered", False))
     }
     result["launch_fast"] = launch_fast(a, b, args.launch_limit)
+    result["host_gate_only"] = host_gate_only(a, b)  # None unless the runs were launch-gated
+    result["throughput"] = [stream_throughput(list(run.values()), args.fill) for run in (a, b)]
     if args.quiet:
         quiet = load(args.quiet)
         result["loaded_vs_quiet"] = [quantiles(list(changes(quiet, run).values())) for run in (a, b)]

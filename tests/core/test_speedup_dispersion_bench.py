@@ -32,6 +32,8 @@ def row(kernel: str, speedup: float, dispatch: list[float | None], users: list[l
         "pinned": {"spin_us": 310.0, "dispatch_us": dispatch},
         "gpu": {"users": users, "busy_windows": 0},
         "host": {"reference": {"issue_ms": 1.5, "cpu_share": 0.99}},
+        "ended_at": 1000.0,
+        "duration_s": 10.0,
     }
 
 
@@ -110,3 +112,30 @@ def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_f
     # Inside a window: k's two windows and run 2's "never" saw both states, slow rounds 1.5x.
     states = launch["round_states"]
     assert states["windows"] == 3 and states["slow_over_fast_median"] == 1.5 and states["over_2pct"] == 3
+    assert result["host_gate_only"] is None  # these runs were not gated on the launch path
+    assert [t["verdicts"] for t in result["throughput"]] == [3, 3]
+
+
+def test_host_gate_only_rederives_launch_gated_runs_without_the_launch_gate(tmp_path: Path) -> None:
+    """Two runs gated on the launch path: their figures are the fast rounds' (2x both), and from
+    the rounds the host gate alone kept, the ungated figure is 2x, then 3x (the slow rounds
+    counted again); a round the host itself called slow (5x) stays out of both."""
+
+    def gated_row(rounds: list[tuple[float, bool, bool]]) -> dict[str, Any]:
+        r = row("k", 2.0, [7.0, 7.0], [[1, 60, 3, "window"]])
+        r["method"] = "paired"
+        r["paired"] = {
+            "pairs": sum(k for _, k, _ in rounds),
+            "stopped": "precision",
+            "round_ratios": [ratio for ratio, _, _ in rounds],
+            "round_kept": [k for _, k, _ in rounds],
+        }
+        r["pinned"].update(round_dispatch_us=[7.0] * len(rounds), round_host_fast=[h for *_, h in rounds])
+        return r
+
+    fast, launch_slow, host_slow = (2.0, True, True), (3.0, False, True), (5.0, False, False)
+    first = [gated_row([fast, fast, launch_slow, host_slow, host_slow])]
+    second = [gated_row([fast, launch_slow, launch_slow, host_slow])]
+    result = json.loads(report(tmp_path, first, second)[-1])
+    assert result["between_runs"]["worst"] == 0.0  # gated: 2x both
+    assert result["host_gate_only"]["kernels"] == 1 and result["host_gate_only"]["worst"] == 0.5
