@@ -22,6 +22,7 @@ ms), and 2-6 µs above the probe's for the bundled seeds.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -102,21 +103,27 @@ def wait_gpu_quiet(device: torch.device) -> dict[str, Any]:
 DISPATCH_CALLS = 50
 
 
-def dispatch_us(device: torch.device) -> float | None:
+def dispatch_us(device: torch.device, stream: torch.cuda.Stream | None = None) -> float | None:
     """The median host microseconds of issuing a one-element ``add_`` on ``device`` (no
     synchronize between calls): the speed of the eager dispatch path -- the path a host-bound
     eager reference's calls take -- on the calling thread's CPU now. The spin (host_speed.py) is
     interpreter work only; this one goes through torch's dispatcher and the CUDA launch. Recorded
     beside the window's spin, not gated on (issue 35: eager references ran up to 2.09x slower in
-    one run's window than in the other's with spins 1.01-1.14x apart). None off the GPU."""
+    one run's window than in the other's with spins 1.01-1.14x apart). None off the GPU.
+    ``stream``: launch on it and wait for it alone, not the device (a benchmark that keeps the
+    GPU busy on another stream meanwhile: experiments/bench/launch_state.py)."""
     if device.type != "cuda":
         return None
-    probe = torch.zeros(1, device=device)
-    probe.add_(1)  # the first call of a thread pays for its setup
-    times = []
-    for _ in range(DISPATCH_CALLS):
-        t0 = time.perf_counter_ns()
-        probe.add_(1)
-        times.append(time.perf_counter_ns() - t0)
-    torch.cuda.synchronize(device)
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        probe = torch.zeros(1, device=device)
+        probe.add_(1)  # the first call of a thread pays for its setup
+        times = []
+        for _ in range(DISPATCH_CALLS):
+            t0 = time.perf_counter_ns()
+            probe.add_(1)
+            times.append(time.perf_counter_ns() - t0)
+    if stream is not None:
+        stream.synchronize()
+    else:
+        torch.cuda.synchronize(device)
     return round(statistics.median(times) / 1e3, 2)

@@ -26,6 +26,8 @@
 #                     speedup_dispersion's host_gate_only then gives the ungated figure beside it)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
+#   launch-state      issue 35: launch_state.py, the dispatch path alone, with other CPUs spinning
+#                     and with the GPU busy, in shuffled windows (~100 s; session 27)
 #   reference         issue 35: reference_modes.py on VanillaRNN, call_start queued then idle (~2 min
 #                     each), traces kept
 #   starts1, starts2  issue 35: where a timed call starts (timing.call_start queued / idle) on the
@@ -47,10 +49,11 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 27's order for the next 1800 s, back to back on one warm machine, all three with
-# TIMING=launch_slowdown_limit=1.15: run1, run2, quiet (CUT=240); then window if time is left.
+# Session 27's order for the next 1800 s, back to back on one warm machine: launch-state (~100 s:
+# it may say what the gate gates on), then with TIMING=launch_slowdown_limit=1.15 run1, run2,
+# quiet (CUT=240); window if time is left.
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -132,6 +135,10 @@ case "$step" in
         --profiles kernelbench-v0 --concurrency 16 --only experiments/bench/data/trusted_fitness_moved24.list \
         --timing "call_start=\"${r%%[0-9]}\"" --stream "$OUT/bench/starts_$r.jsonl" 2>&1 | tail -3
     done
+    ;;
+  launch-state)
+    # issue 35: is the launch path's slow state an idle CPU package or an idle GPU? (~100 s)
+    timeout 300 python3 -u experiments/bench/launch_state.py 2>&1 | tee "$OUT/bench/launch_state.log" | tail -3
     ;;
   reference)
     # issue 35: what moves a tiny host-bound eager reference (VanillaRNN) between windows

@@ -41,7 +41,9 @@ def test_a_stream_files_rate_runs_from_its_first_submission_to_its_last_verdict(
     rate = bench(monkeypatch).stream_throughput
     # Submitted at 1000 s (the earliest ended_at - duration_s), then a verdict every 3 s from 60 s
     # in: the same run as above, seen as field_verdicts.py streams it (the last verdict at 180 s).
-    rows = [{"ended_at": 1060.0 + 3 * i, "duration_s": 60.0 + i} for i in range(41)]
+    rows: list[dict[str, float | None]] = [
+        {"ended_at": 1060.0 + 3 * i, "duration_s": 60.0 + i} for i in range(41)
+    ]
     rows.append({"ended_at": 1100.0, "duration_s": None})  # a row without times is not counted
     assert rate(rows, 4) == {"verdicts": 41, "wall_s": 180.0, "per_min": 13.67, "steady_per_min": 20.0}
     assert rate([], 4) is None
