@@ -54,6 +54,20 @@ def idle_start(settings: TimingConfig) -> bool:
     return settings.call_start == "idle"
 
 
+def idle_issue_ms(fn: Callable[[], Any], flush: torch.Tensor, reps: int) -> list[float]:
+    """The host's time (ms, sorted) to issue ``fn`` onto an idle GPU right after an L2 flush, as
+    ``idle`` issues each call: what ``idle`` adds to a GPU-bound call's figure (session 26)."""
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    torch.cuda.synchronize()
+    return sorted(times)
+
+
 def enqueue_batch(
     fn: Callable[[], Any],
     flush: torch.Tensor | None,

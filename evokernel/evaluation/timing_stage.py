@@ -162,7 +162,8 @@ def _paired_timing(
     }
     pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
-    claims = quiet.node_registry() / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
+    registry = quiet.node_registry()  # the node's, handed to this supervisor (launcher.sandbox_env)
+    claims = registry / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
     limit = settings.host_slowdown_limit  # host_speed.py
     own = {os.getpid(), *pins}  # the window's processes: any other running kernels shares it
     marks = [time.perf_counter()]  # the window's phases, for where a timing's lock time goes
@@ -192,7 +193,6 @@ def _paired_timing(
         try:
             gate = None
             if pinned is not None:
-                registry = quiet.node_registry()
                 gate = round_gate.for_window(pinned, timer, waits, settings, sup.device, registry)
             ratios = paired_ratios(sides, call_ms, settings, gate)
             if gate is not None:  # one reading per round, in the order of ratios' round_ratios

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 
-from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES
+from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES, idle_issue_ms
 from evokernel.evaluation.timing import TimingSettings, time_callable
 
 REPS = 60
@@ -35,15 +34,7 @@ SLEEPS = {"idle_sleep_100us": 200_000, "idle_sleep_10us": 20_000}
 
 def issue_ms(fn: Callable[[], object], flush: torch.Tensor) -> tuple[float, float]:
     """Median and p90 of the host's time to issue ``fn`` onto an idle GPU, after a flush."""
-    times = []
-    for _ in range(REPS):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-        torch.cuda.synchronize()
-    ordered = sorted(times)
+    ordered = idle_issue_ms(fn, flush, REPS)
     return statistics.median(ordered), ordered[int(0.9 * (len(ordered) - 1))]
 
 

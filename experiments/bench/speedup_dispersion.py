@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -218,19 +219,31 @@ def launch_fast_figure(row: dict[str, Any], ceiling_us: float) -> float | None:
     return statistics.median(fast) if fast else None
 
 
+Figure = Callable[[dict[str, Any]], float | None]  # a row's figure, re-derived from its rounds
+
+
+def rederived_changes(
+    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], figure: Figure
+) -> tuple[list[float], int]:
+    """|change| between the runs of every kernel both accepted, each run's figure re-derived by
+    ``figure``; and how many kernels it gave no figure for in a run (left out)."""
+    moved, missing = [], 0
+    for k in changes(a, b):
+        first, second = (figure(run[k]) for run in (a, b))
+        if first is None or second is None:
+            missing += 1
+            continue
+        moved.append(abs(second / first - 1))
+    return moved, missing
+
+
 def launch_fast(
     a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], limit: float
 ) -> dict[str, Any] | None:
     anchor = launch_anchor([a, b])
     if anchor is None:
         return None
-    moved, missing = [], 0
-    for k in changes(a, b):
-        first, second = (launch_fast_figure(run[k], limit * anchor) for run in (a, b))
-        if first is None or second is None:
-            missing += 1
-            continue
-        moved.append(abs(second / first - 1))
+    moved, missing = rederived_changes(a, b, lambda row: launch_fast_figure(row, limit * anchor))
     return {
         "limit": limit,
         "anchor_us": anchor,
@@ -242,10 +255,13 @@ def launch_fast(
 
 def host_gate_figure(row: dict[str, Any]) -> float | None:
     """A launch-gated row's figure re-derived without the launch gate: the median ratio of its
-    rounds the host gate alone kept (``round_host_fast``); None for a row that was not gated."""
+    rounds the host gate alone kept (``round_host_fast``); the row's own figure when it was not
+    paired (a CUDA-graph comparison); None for a paired row that was not gated."""
+    if row.get("method") != "paired":
+        return float(row["speedup_eager"])
     paired, pinned = row.get("paired") or {}, row.get("pinned") or {}
     ratios, host = paired.get("round_ratios") or [], pinned.get("round_host_fast")
-    if row.get("method") != "paired" or not host or len(host) != len(ratios):
+    if not host or len(host) != len(ratios):
         return None
     kept = [r for r, fast in zip(ratios, host, strict=True) if fast and r is not None]
     # As pairing does: with no round the host called fast, every round is the figure.
@@ -256,14 +272,7 @@ def host_gate_figure(row: dict[str, Any]) -> float | None:
 def host_gate_only(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The changes between two launch-gated runs with every figure re-derived without the launch
     gate (the graph rows as they were): the ungated figure side by side from the same runs."""
-    moved = []
-    for k in changes(a, b):
-        first, second = (
-            host_gate_figure(run[k]) if run[k].get("method") == "paired" else float(run[k]["speedup_eager"])
-            for run in (a, b)
-        )
-        if first is not None and second is not None:
-            moved.append(abs(second / first - 1))
+    moved, _ = rederived_changes(a, b, host_gate_figure)
     gated = any((row.get("pinned") or {}).get("round_host_fast") for run in (a, b) for row in run.values())
     return quantiles(moved) if gated else None
 

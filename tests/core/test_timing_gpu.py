@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES
+from evokernel.evaluation.timed_calls import L2_FLUSH_BYTES, idle_issue_ms
 from evokernel.evaluation.timing import TimingSettings, time_callable
 
 pytestmark = [
@@ -66,16 +66,8 @@ def test_an_idle_start_times_a_host_bound_call_by_its_latency() -> None:
 def issue_ms(fn: Callable[[], object]) -> float:
     """The host's time to issue one call onto an idle GPU right after an L2 flush, as ``idle``
     issues it: what ``idle`` adds to a GPU-bound call."""
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=DEVICE)
-    times = []
-    for _ in range(40):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    torch.cuda.synchronize()
-    return sorted(times)[len(times) // 2]
+    times = idle_issue_ms(fn, torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=DEVICE), 40)
+    return times[len(times) // 2]
 
 
 def test_an_idle_start_adds_a_gpu_bound_call_its_issue_time() -> None:
