@@ -166,12 +166,6 @@ def _check(config: ExperimentConfig) -> None:
             f"evaluation.timing.host_slowdown_limit={limit} must be 0 (off) or above 1 (e.g. 1.15: a round "
             "of pairs whose host spin is 15 % slower than the fastest seen is left out)"
         )
-    launch = config.evaluation.timing.launch_slowdown_limit
-    if launch != 0 and launch <= 1:
-        raise ConfigError(
-            f"evaluation.timing.launch_slowdown_limit={launch} must be 0 (off) or above 1 (e.g. 1.15: a "
-            "round of pairs whose launch path reads 15 % slower than the node's fast reading is left out)"
-        )
     if config.evaluation.seeds < 2:
         raise ConfigError(
             "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"

@@ -181,10 +181,6 @@ class TimingConfig:
     # moves (0 = off): a GPU-bound candidate against a host-bound reference cannot cancel the
     # host's speed, which moves 1.3-3x between CPUs and moments (evaluation/host_speed.py).
     host_slowdown_limit: float = 1.15
-    # With same_cpu: a round whose eager-dispatch reading (one-element launches) is over this times
-    # the node's fast reading is left out too (0 = off; read and recorded either way): the H200
-    # host's launch path flips between ~7 and ~10 us with every spin fast (evaluation/round_gate.py).
-    launch_slowdown_limit: float = 0.0
     # How each flushed, event-timed call starts (evaluation/timed_calls.py, "Where a call starts"):
     # queued -- back to back behind its L2 flush, so the event window holds the GPU's time when the
     # host keeps ahead and the host's issue time less the flush's (~60-80 us) when it does not;

@@ -97,6 +97,18 @@ def sm_clock_mhz(device: torch.device) -> int | None:
     return _ask(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM)
 
 
+def pcie_link_gen(device: torch.device) -> int | None:
+    """The PCIe generation the GPU's link runs at now (one NVML query), or None where NVML is not
+    there. A GPU drops its link to a lower generation when idle to save power; a launch's doorbell
+    write and command fetch cross that link, so the eager dispatch path may follow it (issue 35:
+    the H200 host's ~7 against ~10 us launch states, slow in 90 % of an idle process's readings,
+    session 28's launch_state.py)."""
+    nvml, handle = _nvml_for(device)
+    if handle is None:
+        return None
+    return _ask(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle)
+
+
 def clock_state(device: torch.device) -> dict[str, Any]:
     """``{"sm_mhz", "max_sm_mhz", "temp_c", "power_w", "reasons"}`` from NVML, or ``{}``.
 

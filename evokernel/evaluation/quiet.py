@@ -243,14 +243,14 @@ def _peer(conn: socket.socket) -> int:
 
 # The node's registry as the process that started a supervisor saw it (launcher.sandbox_env): a
 # supervisor's own TMPDIR is its own directory, where no other window would find its CPU claims
-# or launch anchors (session 27: every window's anchor went there and was swept with it).
+# (session 27: every window's claim went there and was swept with it).
 REGISTRY_VAR = "EVOKERNEL_NODE_REGISTRY"
 
 
 def node_registry() -> Path:
     """The node's registry (one per user and temporary directory): the evaluator actors and build
     processes whose compilers a window stops, ``sessions/``, the evaluations it stops, and the
-    timing windows' CPU claims and launch anchors."""
+    timing windows' CPU claims."""
     inherited = os.environ.get(REGISTRY_VAR)
     if inherited:
         return Path(inherited)

@@ -162,8 +162,9 @@ def _paired_timing(
     }
     pins = [sup.worker.pid] + ([sup.incumbent.pid] if sup.incumbent is not None else [])
     same_cpu = settings.same_cpu and sup.device.type == "cuda"  # cpu_pin.py says why, and why GPU only
-    registry = quiet.node_registry()  # the node's, handed to this supervisor (launcher.sandbox_env)
-    claims = registry / "cpus"  # the node's windows never share a CPU (cpu_pin.py)
+    # The node's registry, handed to this supervisor (launcher.sandbox_env): the node's windows
+    # never share a CPU (cpu_pin.py).
+    claims = quiet.node_registry() / "cpus"
     limit = settings.host_slowdown_limit  # host_speed.py
     own = {os.getpid(), *pins}  # the window's processes: any other running kernels shares it
     marks = [time.perf_counter()]  # the window's phases, for where a timing's lock time goes
@@ -193,7 +194,7 @@ def _paired_timing(
         try:
             gate = None
             if pinned is not None:
-                gate = round_gate.for_window(pinned, timer, waits, settings, sup.device, registry)
+                gate = round_gate.for_window(pinned, timer, waits, settings, sup.device)
             ratios = paired_ratios(sides, call_ms, settings, gate)
             if gate is not None:  # one reading per round, in the order of ratios' round_ratios
                 gate.close()

@@ -21,13 +21,13 @@
 #                     holds their builds: right after run1, or after run2, on the same warm
 #                     machine), cut at CUT s (default 300)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
-#                     (run1/run2/quiet take TIMING, a --timing override:
-#                     TIMING=launch_slowdown_limit=1.15 gates rounds on the launch path, round_gate.py;
-#                     speedup_dispersion's host_gate_only then gives the ungated figure beside it)
+#                     (run1/run2/quiet take TIMING, a --timing override, e.g. TIMING=call_start=idle;
+#                     session 28's pair gated rounds on the launch path, since removed: round_gate.py)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
-#   launch-state      issue 35: launch_state.py, the dispatch path alone, with other CPUs spinning
-#                     and with the GPU busy, in shuffled windows (~100 s; session 27)
+#   launch-state      issue 35: launch_state.py, the dispatch path alone, with other CPUs spinning,
+#                     with the GPU busy and with another process's copies on the link, in shuffled
+#                     windows, every reading beside the link's PCIe generation (~130 s; session 28)
 #   reference         issue 35: reference_modes.py on VanillaRNN, call_start queued then idle (~2 min
 #                     each), traces kept
 #   starts1, starts2  issue 35: where a timed call starts (timing.call_start queued / idle) on the
@@ -49,9 +49,11 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 27's order for the next 1800 s, back to back on one warm machine: launch-state (~100 s:
-# it may say what the gate gates on), then with TIMING=launch_slowdown_limit=1.15 run1, run2,
-# quiet (CUT=240); window if time is left.
+# Session 28's order for the next 1800 s, back to back on one warm machine: launch-state (~130 s:
+# is the slow launch state a low PCIe link generation, and does traffic on the link lift it?)
+# with window's test_gpu.py part (owed since session 27) in one call; then issue 34's profile
+# runs, strict, v0, kernelbench (one object cache: the later two mostly hit it), copying their
+# streams to scratch/verdicts_*.jsonl for kb next session; gpu1..gpu4 and hacks after.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"

@@ -14,12 +14,20 @@ conditions in shuffled blocks (each block one window of each, so the host's drif
 
 * ``alone``: nothing else runs;
 * ``cpus_busy``: ``--busy`` spinning processes on other CPUs (kept stopped between windows);
-* ``gpu_busy``: a long GPU sleep kernel on a side stream through the window.
+* ``gpu_busy``: a long GPU sleep kernel on a side stream through the window;
+* ``link_busy``: another process copying 1 MiB host-to-device back to back through the window
+  (kept stopped between windows): the PCIe traffic of a loaded pool's other processes.
+
+Every reading has the PCIe generation the GPU's link ran at beside it (clocks.pcie_link_gen), and
+the summary splits the readings by it (``by_link_gen``): an idle GPU drops its link to a lower
+generation, and a launch crosses it. Session 28 (H200): alone 10 % fast, cpus_busy 8 %, gpu_busy
+22 %, against 56-65 % of the readings inside loaded runs' windows.
 
 Per condition: the readings' median, p10 and p90, and the share of readings in the fast state
 (within ``--limit`` of the 5th percentile of all readings), then, last, one JSON line. If
 ``cpus_busy`` reads fast where ``alone`` does not, the slow state is the idle package; if
-``gpu_busy`` does, the idle GPU. Neither: the cause is elsewhere (the driver, the kernel).
+``gpu_busy`` does, the idle GPU; if ``link_busy`` does or the fast readings are the high link
+generation's, the idle link. None: the cause is elsewhere (the driver, the kernel).
 
     python3 experiments/bench/launch_state.py [--blocks 15] [--window-s 1.5] [--busy 8]
 """
@@ -40,13 +48,31 @@ from typing import Any
 
 import torch
 
+from evokernel.evaluation.clocks import pcie_link_gen
 from evokernel.evaluation.host_clock import dispatch_us
 
-CONDITIONS = ("alone", "cpus_busy", "gpu_busy")
+CONDITIONS = ("alone", "cpus_busy", "gpu_busy", "link_busy")
 SPINNER = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 READING_GAP_S = 0.05  # spun between dispatch readings inside a window (each ~1 ms of launches)
 GPU_CYCLES_PER_S = 2.0e9  # an H100's or H200's top SM clock (1.98 GHz): the sleep outlasts the window
 SETTLE_S = 0.1  # after a condition is set up (spinners continued, the sleep queued), every window
+COPIER = (
+    "import sys, torch\n"
+    "src = torch.empty(1 << 20, dtype=torch.uint8).pin_memory()\n"
+    "dst = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')\n"
+    "dst.copy_(src); torch.cuda.synchronize(); print('ready', flush=True)\n"
+    "while True:\n"
+    "    dst.copy_(src, non_blocking=True); torch.cuda.synchronize()\n"
+)
+ASPM_POLICY = Path("/sys/module/pcie_aspm/parameters/policy")
+
+
+def aspm_policy() -> str | None:
+    """The host's PCIe active-state power management policy, where the kernel shows it."""
+    try:
+        return ASPM_POLICY.read_text().strip()
+    except OSError:
+        return None
 
 
 def cpu_mhz(cpu: int) -> float | None:
@@ -66,7 +92,12 @@ def quantile(ordered: list[float], q: float) -> float:
 
 
 def window(
-    condition: str, seconds: float, device: torch.device, spinners: list[subprocess.Popen[bytes]], cpu: int
+    condition: str,
+    seconds: float,
+    device: torch.device,
+    spinners: list[subprocess.Popen[bytes]],
+    copier: subprocess.Popen[bytes] | None,
+    cpu: int,
 ) -> dict[str, Any]:
     # The probe on a stream of its own in every condition, so a busy side stream never holds its
     # wait (dispatch_us would otherwise synchronize the whole device).
@@ -75,16 +106,19 @@ def window(
     if condition == "cpus_busy":
         for p in spinners:
             os.kill(p.pid, signal.SIGCONT)
+    if condition == "link_busy" and copier is not None:
+        os.kill(copier.pid, signal.SIGCONT)
     if condition == "gpu_busy" and side is not None:
         with torch.cuda.stream(side):
             torch.cuda._sleep(int((seconds + 0.2) * GPU_CYCLES_PER_S))
     time.sleep(SETTLE_S)
-    readings, mhz = [], []
+    readings, links, mhz = [], [], []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         reading = dispatch_us(device, probe)
         if reading is not None:
             readings.append(reading)
+            links.append(pcie_link_gen(device))  # after: the link the reading crossed
         mhz.append(cpu_mhz(cpu))
         # Busy between readings, as a window's thread is between rounds (it times blocks).
         gap_end = time.perf_counter() + READING_GAP_S
@@ -93,18 +127,37 @@ def window(
     if condition == "cpus_busy":
         for p in spinners:
             os.kill(p.pid, signal.SIGSTOP)
+    if condition == "link_busy" and copier is not None:
+        os.kill(copier.pid, signal.SIGSTOP)
     if side is not None:
         side.synchronize()
     clocks = [m for m in mhz if m is not None]
     return {
         "condition": condition,
         "readings": readings,
+        "links": links,
         "cpu_mhz": statistics.median(clocks) if clocks else None,
     }
 
 
 def fast_share(readings: list[float], ceiling: float) -> float:
     return sum(r <= ceiling for r in readings) / len(readings)
+
+
+def by_link_gen(windows: list[dict[str, Any]], ceiling: float) -> dict[str, Any]:
+    """Per PCIe generation seen beside a reading: how many readings, their median and fast share."""
+    split: dict[str, list[float]] = {}
+    for w in windows:
+        for reading, gen in zip(w["readings"], w["links"], strict=True):
+            split.setdefault(str(gen), []).append(reading)
+    return {
+        gen: {
+            "readings": len(values),
+            "median_us": round(statistics.median(values), 2),
+            "fast_share": round(fast_share(values, ceiling), 3),
+        }
+        for gen, values in sorted(split.items())
+    }
 
 
 def summary(windows: list[dict[str, Any]], limit: float) -> dict[str, Any]:
@@ -132,7 +185,9 @@ def summary(windows: list[dict[str, Any]], limit: float) -> dict[str, Any]:
             "windows_all_slow": sum(s == 0 for s in shares),
             "windows_all_fast": sum(s == 1 for s in shares),
             "cpu_mhz": round(statistics.median(clocks)) if clocks else None,
+            "by_link_gen": by_link_gen(mine, ceiling),
         }
+    out["by_link_gen"] = by_link_gen(windows, ceiling)
     return out
 
 
@@ -153,6 +208,12 @@ def main() -> None:
     os.sched_setaffinity(0, {cpu})  # the measuring thread on one CPU, as a timing window's
     others = [c for c in cpus if c != cpu][: args.busy]
     spinners = [subprocess.Popen([sys.executable, "-c", SPINNER, str(c)]) for c in others]
+    copier = None
+    if device.type == "cuda":
+        copier = subprocess.Popen([sys.executable, "-c", COPIER], stdout=subprocess.PIPE)
+        assert copier.stdout is not None
+        copier.stdout.readline()  # its context made and its first copy done: stopped from here
+        os.kill(copier.pid, signal.SIGSTOP)
     rng = random.Random(args.seed)
     windows = []
     try:
@@ -165,10 +226,10 @@ def main() -> None:
             rng.shuffle(order)
             for condition in order:
                 time.sleep(rng.uniform(0.2, 0.8))  # windows come after varying idle, as in a pool
-                windows.append(window(condition, args.window_s, device, spinners, cpu))
+                windows.append(window(condition, args.window_s, device, spinners, copier, cpu))
             print(f"block {block + 1}/{args.blocks}", flush=True)
     finally:
-        for p in spinners:
+        for p in [*spinners, *([copier] if copier is not None else [])]:
             p.kill()
             p.wait()
     result = {
@@ -176,6 +237,7 @@ def main() -> None:
         "measuring_cpu": cpu,
         "busy_cpus": len(others),
         "window_s": args.window_s,
+        "aspm_policy": aspm_policy(),
         **summary(windows, args.limit),
         # Each window's median reading in the order timed: whether the state follows the condition.
         "sequence": [

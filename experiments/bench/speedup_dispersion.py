@@ -17,9 +17,11 @@ whose eager dispatch reading (``round_dispatch_us``, read before each round) was
 rounds on the launch path's speed would steady the figure (session 26: the H200 host's launch
 path flips between ~7 and ~10 us with every spin fast). Its ``round_states``: within windows
 whose kept rounds saw both states, the median ratio of the slow rounds over the fast ones (does
-the state move a window's figure at all?). ``host_gate_only``: for two runs gated on the launch
-path (``launch_slowdown_limit``), the changes with each figure re-derived from the rounds the host
-gate alone kept (``round_host_fast``): the ungated figure beside the gated one, from one pair of runs.
+the state move a window's figure at all?) and ``by_link_gen``: the readings by the GPU's PCIe
+generation read beside them. ``host_gate_only``: for two runs gated on the launch path (session
+28's ``launch_slowdown_limit``, removed after those runs), the changes with each figure re-derived
+from the rounds the host gate alone kept (``round_host_fast``): the ungated figure beside the gated
+one, from one pair of runs. The re-derivations live in round_figures.py.
 
 Usage::
 
@@ -32,11 +34,11 @@ import argparse
 import json
 import math
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from corpus_throughput import stream_throughput
+from round_figures import host_gate_only, launch_fast, order_statistic, quantiles
 
 from evokernel.evaluation.clocks import sharing_users
 
@@ -59,24 +61,6 @@ def changes(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[
         k: abs(b[k]["speedup_eager"] / a[k]["speedup_eager"] - 1)
         for k in sorted(a)
         if accepted(a[k]) and accepted(b.get(k))
-    }
-
-
-def order_statistic(ordered: list[float], q: float) -> float:
-    """The ``q`` quantile of sorted ``ordered``, the nearest rank (no interpolation)."""
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def quantiles(values: list[float]) -> dict[str, float | int | None]:
-    if not values:
-        return {"kernels": 0, "median": None, "p90": None, "worst": None}
-    ordered = sorted(values)
-    p90 = order_statistic(ordered, 0.9)
-    return {
-        "kernels": len(values),
-        "median": round(statistics.median(values), 4),
-        "p90": round(p90, 4),
-        "worst": round(ordered[-1], 4),
     }
 
 
@@ -185,123 +169,6 @@ def side_moved(r1: dict[str, Any], r2: dict[str, Any], miss: float) -> str:
     return "both" if eager and candidate else "eager" if eager else "candidate" if candidate else "neither"
 
 
-def launch_anchor(runs: list[dict[str, dict[str, Any]]]) -> float | None:
-    """The fast launch path's speed: the 5th percentile of every round's dispatch reading."""
-    readings = [
-        us
-        for run in runs
-        for row in run.values()
-        for us in ((row.get("pinned") or {}).get("round_dispatch_us") or [])
-        if us is not None
-    ]
-    return order_statistic(sorted(readings), 0.05) if readings else None
-
-
-def kept_rounds(row: dict[str, Any]) -> list[tuple[float, float]] | None:
-    """A paired row's kept rounds as ``(ratio, dispatch reading)``, those with both; None when the
-    row was not paired or carries no rounds lined up with their readings."""
-    paired = row.get("paired") or {}
-    ratios, kept = paired.get("round_ratios") or [], paired.get("round_kept") or []
-    dispatch = (row.get("pinned") or {}).get("round_dispatch_us") or []
-    if row.get("method") != "paired" or not (len(ratios) == len(kept) == len(dispatch) > 0):
-        return None
-    rounds = zip(ratios, kept, dispatch, strict=True)
-    return [(r, us) for r, k, us in rounds if k and r is not None and us is not None]
-
-
-def launch_fast_figure(row: dict[str, Any], ceiling_us: float) -> float | None:
-    """The median ratio of the row's kept rounds whose dispatch reading was at most
-    ``ceiling_us``; the row's own figure when it was not paired (a CUDA-graph comparison); None
-    when no round qualifies or the row has no rounds."""
-    if row.get("method") != "paired":
-        return float(row["speedup_eager"])
-    fast = [r for r, us in kept_rounds(row) or [] if us <= ceiling_us]
-    return statistics.median(fast) if fast else None
-
-
-Figure = Callable[[dict[str, Any]], float | None]  # a row's figure, re-derived from its rounds
-
-
-def rederived_changes(
-    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], figure: Figure
-) -> tuple[list[float], int]:
-    """|change| between the runs of every kernel both accepted, each run's figure re-derived by
-    ``figure``; and how many kernels it gave no figure for in a run (left out)."""
-    moved, missing = [], 0
-    for k in changes(a, b):
-        first, second = (figure(run[k]) for run in (a, b))
-        if first is None or second is None:
-            missing += 1
-            continue
-        moved.append(abs(second / first - 1))
-    return moved, missing
-
-
-def launch_fast(
-    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], limit: float
-) -> dict[str, Any] | None:
-    anchor = launch_anchor([a, b])
-    if anchor is None:
-        return None
-    moved, missing = rederived_changes(a, b, lambda row: launch_fast_figure(row, limit * anchor))
-    return {
-        "limit": limit,
-        "anchor_us": anchor,
-        **quantiles(moved),
-        "no_fast_round": missing,
-        "round_states": round_states([a, b], limit * anchor),
-    }
-
-
-def host_gate_figure(row: dict[str, Any]) -> float | None:
-    """A launch-gated row's figure re-derived without the launch gate: the median ratio of its
-    rounds the host gate alone kept (``round_host_fast``); the row's own figure when it was not
-    paired (a CUDA-graph comparison); None for a paired row that was not gated."""
-    if row.get("method") != "paired":
-        return float(row["speedup_eager"])
-    paired, pinned = row.get("paired") or {}, row.get("pinned") or {}
-    ratios, host = paired.get("round_ratios") or [], pinned.get("round_host_fast")
-    if not host or len(host) != len(ratios):
-        return None
-    kept = [r for r, fast in zip(ratios, host, strict=True) if fast and r is not None]
-    # As pairing does: with no round the host called fast, every round is the figure.
-    kept = kept or [r for r in ratios if r is not None]
-    return statistics.median(kept) if kept else None
-
-
-def host_gate_only(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The changes between two launch-gated runs with every figure re-derived without the launch
-    gate (the graph rows as they were): the ungated figure side by side from the same runs."""
-    moved, _ = rederived_changes(a, b, host_gate_figure)
-    gated = any((row.get("pinned") or {}).get("round_host_fast") for run in (a, b) for row in run.values())
-    return quantiles(moved) if gated else None
-
-
-def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any]:
-    """Within one window, do its rounds' ratios follow the launch path? Per paired row with kept
-    rounds of both states (reading at most ``ceiling_us``, or over): the median ratio of its slow
-    rounds over that of its fast ones. 1 everywhere: the state does not move the figure; away from
-    1 (above for a host-bound reference against a GPU-bound candidate): it does."""
-    shifts = []
-    for run in runs:
-        for row in run.values():
-            states: dict[bool, list[float]] = {True: [], False: []}
-            for r, us in kept_rounds(row) or []:
-                states[us <= ceiling_us].append(r)
-            if states[True] and states[False]:
-                shifts.append(statistics.median(states[False]) / statistics.median(states[True]))
-    if not shifts:
-        return {"windows": 0}
-    ordered = sorted(shifts)
-    return {
-        "windows": len(shifts),
-        "slow_over_fast_median": round(statistics.median(ordered), 4),
-        "p10": round(order_statistic(ordered, 0.1), 4),
-        "p90": round(order_statistic(ordered, 0.9), 4),
-        "over_2pct": sum(abs(x - 1) > 0.02 for x in shifts),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -368,8 +235,8 @@ def main() -> None:
         name: quantiles([c for k, c in between.items() if over[k] is flag])
         for name, flag in (("issue_over_event", True), ("covered", False))
     }
-    result["launch_fast"] = launch_fast(a, b, args.launch_limit)
-    result["host_gate_only"] = host_gate_only(a, b)  # None unless the runs were launch-gated
+    result["launch_fast"] = launch_fast(a, b, between, args.launch_limit)
+    result["host_gate_only"] = host_gate_only(a, b, between)  # None unless the runs were launch-gated
     result["throughput"] = [stream_throughput(list(run.values()), args.fill) for run in (a, b)]
     if args.quiet:
         quiet = load(args.quiet)

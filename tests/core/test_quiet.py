@@ -259,7 +259,7 @@ def test_windows_stop_the_node_at_most_half_the_time_and_a_quiet_node_spends_non
 
 def test_a_supervisor_finds_the_registry_of_the_process_that_started_it(tmp_path: Path) -> None:
     """A supervisor's TMPDIR is its own directory (launcher.sandbox_env), where no other window
-    would see its CPU claim or launch anchor: it is handed the starting process's registry."""
+    would see its CPU claim: it is handed the starting process's registry."""
     from evokernel.evaluation.launcher import sandbox_env
     from evokernel.evaluation.quiet import node_registry
 

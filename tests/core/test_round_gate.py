@@ -1,16 +1,13 @@
 """The paired window's round gate (evaluation/round_gate.py) on the CPU, with the launch path's
-readings made up so the answer is known: one reading per round in the rounds' order, rounds with
-a slow launch path left out against the node's anchor when the limit is set, and the anchor kept
-in the node's registry as the lowest window lower quartile."""
+readings made up so the answer is known: one reading per round in the rounds' order, recorded
+beside the rounds and never gated on."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
-import pytest
 import torch
 
 from evokernel.config.schema import TimingConfig
@@ -18,7 +15,7 @@ from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.cpu_pin import ThreadWait, WindowCpu
 from evokernel.evaluation.host_speed import spin_us
 from evokernel.evaluation.pairing import paired_ratios
-from evokernel.evaluation.round_gate import RoundGate, anchor_path, for_window, read_anchor, remember_anchor
+from evokernel.evaluation.round_gate import RoundGate, for_window
 
 CPU = torch.device("cpu")
 SETTINGS = TimingConfig(min_ms=0.0, max_ms=10_000.0, max_reps=100_000, paired_min_pairs=10)
@@ -67,69 +64,27 @@ def test_the_round_gate_takes_one_dispatch_reading_per_round_in_the_rounds_order
     result = paired_ratios([candidate, timer.block], [0.5, timer.settle()], settings, gate)[0]
     rounds = len(result.round_ratios)
     assert rounds == len(result.round_kept) == len(gate.dispatch_us) >= 6
-    assert gate.dispatch_us == [None] * rounds and gate.record() == {"round_dispatch_us": gate.dispatch_us}
+    assert gate.dispatch_us == gate.link_gen == [None] * rounds
+    assert gate.record() == {"round_dispatch_us": gate.dispatch_us, "round_link_gen": gate.link_gen}
 
 
-def test_rounds_with_a_slow_launch_path_are_left_out_when_the_limit_is_set() -> None:
-    path = LaunchPath([7.0, 10.0, 10.2, 7.3])
-    gate = RoundGate(*gate_parts(), 0.0, CPU, launch_limit=1.15, read_dispatch=path)
-    result = paired_ratios(sides(path), [1.0, 2.0], SETTINGS, gate)[0]  # type: ignore[arg-type]
-    assert result.ratio == result.low == result.high == 2.0  # the fast path's figure, every time
-    slow = [us > 8.5 for us in gate.dispatch_us]  # type: ignore[operator]
-    assert result.round_kept == tuple(not s for s in slow) and gate.launch_slow_rounds == sum(slow) > 0
-    assert result.slow_rounds == sum(slow)
-    record = gate.record()
-    assert record["launch_slow_rounds"] == sum(slow) and record["launch_anchor_us"] is None  # its own lowest
-    # The host gate alone kept every round (this window has no host limit): the figure without
-    # the launch gate can be re-derived from the same run.
-    assert record["round_host_fast"] == [True] * len(slow)
-
-
-def test_without_a_limit_the_launch_path_is_read_and_recorded_but_not_gated_on() -> None:
+def test_the_launch_path_is_read_and_recorded_but_never_gated_on() -> None:
     path = LaunchPath([7.0, 10.0, 10.2, 7.3])
     gate = RoundGate(*gate_parts(), 0.0, CPU, read_dispatch=path)
     capped = replace(SETTINGS, max_reps=200)  # the two states never agree to +-1 %: to the cap
     result = paired_ratios(sides(path), [1.0, 2.0], capped, gate)[0]  # type: ignore[arg-type]
     assert result.stopped == "cap" and all(result.round_kept) and result.slow_rounds == 0
-    assert gate.launch_slow_rounds == 0
     assert sorted({r for r in result.round_ratios if r is not None}) == [2.0, 3.0]  # both states
-    assert set(gate.record()) == {"round_dispatch_us"}
+    assert set(gate.record()) == {"round_dispatch_us", "round_link_gen"}
 
 
-def test_a_window_wholly_in_the_slow_state_is_measured_against_the_nodes_anchor() -> None:
-    """Its own lowest reading is slow, so only the node's anchor can tell: every round is left
-    out, and with no fast round by the cap the slow ones are the figure (pairing says so)."""
-    path = LaunchPath([10.0, 10.4])
-    capped = replace(SETTINGS, max_reps=200)
-    gate = RoundGate(*gate_parts(), 0.0, CPU, launch_limit=1.15, anchor_us=7.0, read_dispatch=path)
-    result = paired_ratios(sides(path), [1.0, 2.0], capped, gate)[0]  # type: ignore[arg-type]
-    assert result.stopped == "cap" and result.ratio == 3.0 and result.slow_rounds == result.pairs > 0
-    assert gate.launch_slow_rounds == len(gate.dispatch_us)
-
-
-def test_the_nodes_anchor_is_the_lowest_window_lower_quartile(tmp_path: Path) -> None:
-    path = anchor_path(tmp_path / "registry", torch.device("cpu", 1))  # a GPU's is by its UUID
-    assert path.name == "launch-anchor-cpu1" and read_anchor(path) is None
-    # A window half fast, half slow: its lower quartile is a fast reading, not the lucky 6.0.
-    assert remember_anchor(path, [6.0, 7.2, 7.3, 7.4, 10.0, 10.1, 10.2, 10.3, None]) == 7.2
-    assert read_anchor(path) == 7.2
-    assert remember_anchor(path, [10.0, 10.2, 10.4]) == 7.2  # a slow window leaves it
-    assert remember_anchor(path, [7.0, 7.1, 7.1]) == 7.0 and read_anchor(path) == 7.0
-    assert remember_anchor(path, [None]) == 7.0
-    path.write_text("not a number")
-    assert read_anchor(path) is None  # a broken file is no anchor, never an error
-
-
-def test_a_window_gate_reads_the_nodes_anchor_and_offers_its_readings_back(tmp_path: Path) -> None:
-    registry = tmp_path / "registry"
-    remember_anchor(anchor_path(registry, CPU), [7.0])
-    settings = replace(SETTINGS, launch_slowdown_limit=1.15)
-    path = LaunchPath([6.5, 6.6, 6.7, 6.8])
-    gate = for_window(*gate_parts(), settings, CPU, registry)
+def test_a_window_gate_takes_the_host_limit_from_the_settings_and_records_into_the_window() -> None:
+    path = LaunchPath([6.5, 10.6, 6.7, 10.8])
+    gate = for_window(*gate_parts(), replace(SETTINGS, host_slowdown_limit=1.3), CPU)
     gate.read_dispatch = path
-    assert gate.anchor_us == 7.0 and gate.launch_limit == 1.15
-    paired_ratios(sides(path), [1.0, 2.0], SETTINGS, gate)  # type: ignore[arg-type]
+    assert gate.limit == 1.3
+    result = paired_ratios(sides(path), [1.0, 2.0], replace(SETTINGS, max_reps=200), gate)[0]  # type: ignore[arg-type]
     gate.close()
-    assert read_anchor(anchor_path(registry, CPU)) == pytest.approx(6.5, abs=0.11)  # its lower quartile
-    assert gate.window.record["launch_anchor_us"] == 7.0  # the anchor it measured against
+    assert all(result.round_kept)  # both launch states kept: the figure moves with them, recorded
     assert gate.window.record["round_dispatch_us"] == gate.dispatch_us
+    assert len(gate.dispatch_us) == len(gate.link_gen) == len(result.round_ratios)

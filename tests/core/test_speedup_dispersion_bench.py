@@ -97,6 +97,7 @@ def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_f
             "round_kept": [k for _, _, k in rounds],
         }
         r["pinned"]["round_dispatch_us"] = [us for _, us, _ in rounds]
+        r["pinned"]["round_link_gen"] = [5 if us < 8 else 1 for _, us, _ in rounds]  # slow: a low link
         return r
 
     fast, slow, left_out = (2.0, 7.0, True), (3.0, 10.0, True), (5.0, 7.1, False)
@@ -112,6 +113,11 @@ def test_launch_fast_rederives_each_figure_from_the_rounds_the_launch_path_was_f
     # Inside a window: k's two windows and run 2's "never" saw both states, slow rounds 1.5x.
     states = launch["round_states"]
     assert states["windows"] == 3 and states["slow_over_fast_median"] == 1.5 and states["over_2pct"] == 3
+    # Every reading (kept or not) by the link generation beside it: the fast ones all at gen 5.
+    assert launch["by_link_gen"] == {
+        "1": {"readings": 6, "median_us": 10.0, "fast_share": 0.0},
+        "5": {"readings": 6, "median_us": 7.0, "fast_share": 1.0},
+    }
     assert result["host_gate_only"] is None  # these runs were not gated on the launch path
     assert [t["verdicts"] for t in result["throughput"]] == [3, 3]
 
