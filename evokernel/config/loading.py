@@ -166,6 +166,13 @@ def _check(config: ExperimentConfig) -> None:
             f"evaluation.timing.host_slowdown_limit={limit} must be 0 (off) or above 1 (e.g. 1.15: a round "
             "of pairs whose host spin is 15 % slower than the fastest seen is left out)"
         )
+    for key in ("window_spread", "window_spread_host_bound"):
+        spread = getattr(config.evaluation.timing, key)
+        if not 0 <= spread < 1:
+            raise ConfigError(
+                f"evaluation.timing.{key}={spread} must be at least 0 and under 1 (a relative spread "
+                "between timing windows, e.g. 0.04 for 4 %; 0 adds nothing to a window's interval)"
+            )
     if config.evaluation.seeds < 2:
         raise ConfigError(
             "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"

@@ -181,6 +181,15 @@ class TimingConfig:
     # moves (0 = off): a GPU-bound candidate against a host-bound reference cannot cancel the
     # host's speed, which moves 1.3-3x between CPUs and moments (evaluation/host_speed.py).
     host_slowdown_limit: float = 1.15
+    # The relative spread of one window's speedup between windows, which no interval from one
+    # window's pairs sees, added to the interval in quadrature after sampling stopped
+    # (evaluation/pairing.with_window_spread; 0 = the window's interval alone). Four pairs of
+    # identical 16-in-flight runs on an H200 (sessions 22, 27, 28) put it at 2.9-4.1 % when a
+    # side's host issuing outlasted its events (a host-bound eager reference against a GPU-bound
+    # candidate: the host's state moves between windows) and 0-0.33 % otherwise; the defaults
+    # are the upper ends, since the changes' tails are heavier than normal ones.
+    window_spread: float = 0.003
+    window_spread_host_bound: float = 0.04
     # How each flushed, event-timed call starts (evaluation/timed_calls.py, "Where a call starts"):
     # queued -- back to back behind its L2 flush, so the event window holds the GPU's time when the
     # host keeps ahead and the host's issue time less the flush's (~60-80 us) when it does not;

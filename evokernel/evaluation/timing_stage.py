@@ -29,8 +29,9 @@ from evokernel.evaluation.baselines import measure_reference_baselines
 from evokernel.evaluation.block_timer import BlockTimer
 from evokernel.evaluation.clocks import gpu_users, shared_with, wait_gpu_alone
 from evokernel.evaluation.feedback import timing_feedback
+from evokernel.evaluation.host_speed import window_spread
 from evokernel.evaluation.loading import clone, flatten, make_inputs
-from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios
+from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios, with_window_spread
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.timing import TimingSettings
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
@@ -87,6 +88,9 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     sup.check_facts(finished.check, "check", "timing, the call after the timed ones")
     _check_timed_result(sup, finished.check_outputs, blob)
     new = finished.timing.to_dict()
+    reference_host = (sup.paired_reference or {}).get("host")
+    spread = window_spread(sup.request.timing, paired.a_ms, paired.b_ms, new.get("host"), reference_host)
+    paired = with_window_spread(paired, spread)
     why = integrity.side_stream_work(new)
     if why:
         raise sup.reject("side-stream", why)
@@ -96,7 +100,8 @@ def run(sup: Supervisor, worst: float) -> Evaluation:
     baselines = measure_reference_baselines(sup.device, sup.request, sup.gpu)
     sup.passed(
         f"speedup {paired.ratio:.3g}x over eager in the same window, 95 % interval "
-        f"{paired.low:.3g}-{paired.high:.3g} ({paired.pairs} pairs, stopped by {paired.stopped})"
+        f"{paired.low:.3g}-{paired.high:.3g} ({paired.pairs} pairs, stopped by {paired.stopped}, "
+        f"{100 * paired.window_spread:.1f} % between windows added)"
         + shared_with((sup.paired_reference or {}).get("gpu") or {})
     )
     details: dict[str, Any] = {**sup.details(), "outputs_via": sup.outputs_via()}

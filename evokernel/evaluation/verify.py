@@ -119,6 +119,8 @@ def speedup_line(evaluation: Evaluation) -> str:
     paired = _paired(evaluation)
     level = float(paired.get("level", 0.95))
     about = [f"{100 * level:.0f} % interval"]
+    if paired.get("window_spread"):  # pairing.with_window_spread
+        about[0] += f" with {100 * float(paired['window_spread']):.1f} % between windows"
     if paired.get("pairs") is not None:
         about.append(f"{paired['pairs']} pairs")
     if paired.get("stopped"):

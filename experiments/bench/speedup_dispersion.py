@@ -235,6 +235,12 @@ def main() -> None:
         name: quantiles([c for k, c in between.items() if over[k] is flag])
         for name, flag in (("issue_over_event", True), ("covered", False))
     }
+    # The intervals' calibration in each group: the spread between windows they miss differs by
+    # ~10x (sessions 22-28: 2.9-4.1 % host-bound, 0-0.33 % the rest; timing.window_spread*).
+    result["interval_calibration_by_issue"] = {
+        name: calibration(*({k: run[k] for k in between if over[k] is flag} for run in (a, b)))
+        for name, flag in (("issue_over_event", True), ("covered", False))
+    }
     result["launch_fast"] = launch_fast(a, b, between, args.launch_limit)
     result["host_gate_only"] = host_gate_only(a, b, between)  # None unless the runs were launch-gated
     result["throughput"] = [stream_throughput(list(run.values()), args.fill) for run in (a, b)]

@@ -83,6 +83,11 @@ def test_wrong_type_and_bad_values_are_errors() -> None:
         load_config(QUICKSTART, ["evaluation.timing.host_slowdown_limit=0.9"])
     timing = load_config(QUICKSTART, ["evaluation.timing.host_slowdown_limit=1.2"]).evaluation.timing
     assert timing.host_slowdown_limit == 1.2
+    # The spread between windows added to an interval: a relative one, 0 adding nothing.
+    for key in ("window_spread", "window_spread_host_bound"):
+        with pytest.raises(ConfigError, match=rf"timing\.{key}=-0\.1 must be at least 0 and under 1"):
+            load_config(QUICKSTART, [f"evaluation.timing.{key}=-0.1"])
+        assert getattr(load_config(QUICKSTART, [f"evaluation.timing.{key}=0"]).evaluation.timing, key) == 0
     with pytest.raises(ConfigError, match="key=value"):
         load_config(QUICKSTART, ["budget.evaluations"])
 

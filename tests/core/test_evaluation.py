@@ -224,6 +224,12 @@ def test_baselines_are_reused_only_for_the_same_device_and_software(axpy_task: T
     assert cached_eager["graph_median_ms"] == 45.0
     assert ev.details["timing"]["methods"]["eager"] == "paired"
     assert ev.eager_ms == ev.details["timing"]["paired"]["b_ms"] != 123.0
+    # The interval holds the spread between windows on top of the window's own (pairing.py).
+    paired = ev.details["timing"]["paired"]
+    assert paired["window_spread"] in (FAST_TIMING.window_spread, FAST_TIMING.window_spread_host_bound)
+    assert ev.speedup_low is not None and ev.speedup_high is not None
+    low, high = paired["window_low"], paired["window_high"]
+    assert ev.speedup_low < low <= ev.speedup_eager <= high < ev.speedup_high
     other = {**cached, "key": {**key, "versions": "torch 0.0 / triton 0.0"}}
     req = build_request(
         axpy_task, axpy_task.seed_source, device="cpu", scale="small", timing=FAST_TIMING, baselines=other

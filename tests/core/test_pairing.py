@@ -13,13 +13,15 @@ import torch
 
 from evokernel.config.schema import TimingConfig
 from evokernel.evaluation.block_timer import MAX_BLOCK_CALLS, BlockTimer
-from evokernel.evaluation.host_speed import spin_us
+from evokernel.evaluation.host_speed import spin_us, window_spread
 from evokernel.evaluation.pairing import (
+    PairedRatio,
     PairingError,
     block_calls,
     median_interval,
     paired_ratio,
     paired_ratios,
+    with_window_spread,
 )
 
 SETTINGS = TimingConfig(min_ms=0.0, max_ms=10_000.0, max_reps=100_000)
@@ -191,3 +193,38 @@ def test_a_block_whose_calls_ran_off_the_cpu_is_disturbed() -> None:
     busy = BlockTimer(lambda: spin_us(5_000), torch.device("cpu"), SETTINGS)
     busy.block(5)
     assert not busy.disturbed(1.15), busy.result().host
+
+
+def window_pairs(ratio: float, low: float, high: float) -> PairedRatio:
+    halfwidth = (high - low) / 2 / ratio
+    return PairedRatio(ratio, low, high, 0.95, 20, "precision", halfwidth, 1.0, ratio, (4, 4), 0.5)
+
+
+def test_the_spread_between_windows_is_added_to_the_interval_in_quadrature() -> None:
+    """A window's interval sees only its own pairs; the spread of one window's figure between
+    windows goes on top, each side in log space: +-1 % and 4 % at 95 % (z 1.96) give
+    exp(+-sqrt(ln(1.01)**2 + (1.96 * 0.04)**2)), the window's own interval kept beside it."""
+    window = window_pairs(2.0, 2.0 / 1.01, 2.0 * 1.01)
+    wide = with_window_spread(window, 0.04)
+    half = math.sqrt(math.log(1.01) ** 2 + (1.959964 * 0.04) ** 2)
+    assert wide.low == pytest.approx(2.0 * math.exp(-half))
+    assert wide.high == pytest.approx(2.0 * math.exp(half))
+    assert wide.ratio == 2.0 and wide.pairs == 20
+    assert wide.halfwidth == pytest.approx((wide.high - wide.low) / 4)
+    assert (wide.window_spread, wide.window_low, wide.window_high) == (0.04, window.low, window.high)
+    assert wide.to_dict()["window_low"] == window.low
+    # The GPU-bound default (0.3 %) against +-1 %: the half-width grows by 16 %, not 30 %.
+    small = with_window_spread(window, 0.003)
+    assert math.log(small.ratio / small.low) == pytest.approx(1.16 * math.log(1.01), rel=0.01)
+    assert with_window_spread(window, 0.0) is window  # nothing added, nothing recorded
+
+
+def test_a_host_bound_side_gets_the_host_bound_spread() -> None:
+    """Either side issuing each call for longer than its events timed (block_timer's issue_ms over
+    the side's median) makes the pair host-bound: the host's state moves between windows."""
+    settings = replace(SETTINGS, window_spread=0.003, window_spread_host_bound=0.04)
+    gpu_bound, host_bound = {"issue_ms": 0.02}, {"issue_ms": 0.09}
+    assert window_spread(settings, 0.05, 0.08, gpu_bound, host_bound) == 0.04  # reference: 0.09 > 0.08
+    assert window_spread(settings, 0.05, 0.08, host_bound, gpu_bound) == 0.04  # candidate: 0.09 > 0.05
+    assert window_spread(settings, 0.05, 0.10, gpu_bound, host_bound) == 0.003
+    assert window_spread(settings, 0.05, 0.08, None, {}) == 0.003  # no host record: nothing to say

@@ -72,6 +72,10 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
     by_issue = result["by_issue"]
     assert by_issue["issue_over_event"]["kernels"] == 1 and by_issue["issue_over_event"]["worst"] == 0.25
     assert by_issue["covered"]["kernels"] == 3 and by_issue["covered"]["worst"] == 0.04
+    # The calibration of each group apart: the three covered kernels' own interval band holds two.
+    grouped = result["interval_calibration_by_issue"]
+    assert grouped["issue_over_event"]["kernels"] == 1 and grouped["covered"]["kernels"] == 3
+    assert grouped["covered"]["holds"][0] == pytest.approx(2 / 3, abs=1e-3)
     # The kernels over 5 %: k3 (25 %), with the window's spin and eager-op readings and the stranger.
     table = [line for line in lines if line.startswith("| k") and not line.startswith("| kernel ")]
     assert len(table) == 1 and table[0].startswith("| k3 |")

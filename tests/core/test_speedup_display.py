@@ -49,6 +49,12 @@ def test_verify_prints_the_interval_and_the_pairs() -> None:
     assert "24 pairs, stopped at precision, confirmed)" in confirmed
     report = json.loads(to_json(paired()))
     assert (report["speedup_low"], report["speedup_high"], report["paired"]["pairs"]) == (1.98, 2.11, 24)
+    # The spread between windows that went into the interval (pairing.with_window_spread) is said.
+    spread = {"timing": {"paired": {**PAIRED["timing"]["paired"], "window_spread": 0.04}}}
+    widened = Evaluation(
+        Status.CORRECT, speedup_eager=2.05, speedup_low=1.9, speedup_high=2.2, details=spread
+    )
+    assert "2.05x [1.9-2.2] (95 % interval with 4.0 % between windows, 24 pairs" in format_report(widened)
 
 
 def test_verify_says_not_paired_without_an_interval() -> None:
