@@ -187,7 +187,7 @@ class TimingConfig:
     # identical 16-in-flight runs on an H200 (sessions 22, 27, 28) put it at 2.9-4.1 % when a
     # side's host issuing outlasted its events (a host-bound eager reference against a GPU-bound
     # candidate: the host's state moves between windows) and 0-0.33 % otherwise; the defaults
-    # are the upper ends, since the changes' tails are heavier than normal ones.
+    # are those upper ends, rounded, since the changes' tails are heavier than normal ones.
     window_spread: float = 0.003
     window_spread_host_bound: float = 0.04
     # How each flushed, event-timed call starts (evaluation/timed_calls.py, "Where a call starts"):

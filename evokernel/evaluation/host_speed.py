@@ -26,6 +26,7 @@ the same limit.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -88,9 +89,14 @@ def issued_past_events(host: Mapping[str, Any] | None, event_ms: float) -> bool:
     """Whether a side's host took longer to issue one call (block_timer.BlockTimer.host's
     ``issue_ms``) than the call's events timed: the host's speed is that side's time, and the
     host's state moves between windows in a way pairing cancels only when the other side is as
-    host-bound."""
+    host-bound. This tells a host-bound side under ``call_start=queued`` (the default, and every
+    run the spreads were measured on), where the flush hides a host-bound call's issuing from its
+    events; under ``idle`` the events hold the issuing too and a host-bound side may not show.
+    The candidate's record comes from its worker: anything but a finite number says nothing."""
     issue = (host or {}).get("issue_ms")
-    return issue is not None and issue > event_ms
+    if isinstance(issue, bool) or not isinstance(issue, int | float) or not math.isfinite(issue):
+        return False
+    return issue > event_ms
 
 
 def window_spread(

@@ -94,7 +94,11 @@ def with_window_spread(paired: PairedRatio, spread: float) -> PairedRatio:
     with a host-bound side, 0-0.33 % otherwise, on four pairs of identical runs on an H200."""
     if spread <= 0 or not 0 < paired.low <= paired.ratio <= paired.high:
         return paired
+    # At the interval's own level: under 6 pairs it is the range, whose coverage is lower (2
+    # pairs: 0.5, z 0.67); one pair covers nothing (z 0), so there is nothing to add to.
     z = statistics.NormalDist().inv_cdf((1 + paired.level) / 2)
+    if z <= 0:
+        return paired
     added = (z * spread) ** 2
     low = paired.ratio * math.exp(-math.sqrt(math.log(paired.ratio / paired.low) ** 2 + added))
     high = paired.ratio * math.exp(math.sqrt(math.log(paired.high / paired.ratio) ** 2 + added))

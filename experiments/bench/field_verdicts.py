@@ -82,8 +82,20 @@ def table(profile: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# The paired figure's record in a row, its rounds included (speedup_dispersion.py's launch_fast).
-PAIRED_KEYS = ("pairs", "stopped", "halfwidth", "seconds", "slow_rounds", "round_ratios", "round_kept")
+# The paired figure's record in a row, its rounds included (speedup_dispersion.py's launch_fast),
+# and the window's own interval beside the one with the spread between windows added (pairing.py).
+PAIRED_KEYS = (
+    "pairs",
+    "stopped",
+    "halfwidth",
+    "seconds",
+    "slow_rounds",
+    "round_ratios",
+    "round_kept",
+    "window_spread",
+    "window_low",
+    "window_high",
+)
 
 
 async def evaluate_all(

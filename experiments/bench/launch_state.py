@@ -57,7 +57,8 @@ READING_GAP_S = 0.05  # spun between dispatch readings inside a window (each ~1 
 GPU_CYCLES_PER_S = 2.0e9  # an H100's or H200's top SM clock (1.98 GHz): the sleep outlasts the window
 SETTLE_S = 0.1  # after a condition is set up (spinners continued, the sleep queued), every window
 COPIER = (
-    "import sys, torch\n"
+    "import os, sys, torch\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
     "src = torch.empty(1 << 20, dtype=torch.uint8).pin_memory()\n"
     "dst = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')\n"
     "dst.copy_(src); torch.cuda.synchronize(); print('ready', flush=True)\n"
@@ -107,6 +108,8 @@ def window(
         for p in spinners:
             os.kill(p.pid, signal.SIGCONT)
     if condition == "link_busy" and copier is not None:
+        if copier.poll() is not None:
+            raise SystemExit(f"the link_busy copier died (exit code {copier.returncode})")
         os.kill(copier.pid, signal.SIGCONT)
     if condition == "gpu_busy" and side is not None:
         with torch.cuda.stream(side):
@@ -206,17 +209,23 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     cpu = cpus[-1]
     os.sched_setaffinity(0, {cpu})  # the measuring thread on one CPU, as a timing window's
-    others = [c for c in cpus if c != cpu][: args.busy]
-    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER, str(c)]) for c in others]
+    others = [c for c in cpus if c != cpu]
+    # The copier on a CPU of its own (neither the measuring one nor a spinner's, where there is
+    # one), so link_busy adds traffic on the link, not a busy CPU.
+    copier_cpu = others[-1] if others else cpu
+    others = [c for c in others if c != copier_cpu][: args.busy] or others[: args.busy]
+    spinners: list[subprocess.Popen[bytes]] = []
     copier = None
-    if device.type == "cuda":
-        copier = subprocess.Popen([sys.executable, "-c", COPIER], stdout=subprocess.PIPE)
-        assert copier.stdout is not None
-        copier.stdout.readline()  # its context made and its first copy done: stopped from here
-        os.kill(copier.pid, signal.SIGSTOP)
     rng = random.Random(args.seed)
     windows = []
     try:
+        if device.type == "cuda":
+            copier = subprocess.Popen([sys.executable, "-c", COPIER, str(copier_cpu)], stdout=subprocess.PIPE)
+            assert copier.stdout is not None
+            if copier.stdout.readline() != b"ready\n":  # its context made, its first copy done
+                raise SystemExit(f"the link_busy copier did not start (exit code {copier.wait()})")
+            os.kill(copier.pid, signal.SIGSTOP)
+        spinners += [subprocess.Popen([sys.executable, "-c", SPINNER, str(c)]) for c in others]
         for p in spinners:
             os.kill(p.pid, signal.SIGSTOP)
         if device.type == "cuda":
@@ -236,6 +245,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "measuring_cpu": cpu,
         "busy_cpus": len(others),
+        "copier_cpu": copier_cpu if copier is not None else None,
         "window_s": args.window_s,
         "aspm_policy": aspm_policy(),
         **summary(windows, args.limit),

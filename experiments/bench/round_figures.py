@@ -153,7 +153,7 @@ def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> di
 
 def link_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any] | None:
     """Every round's dispatch reading by the PCIe generation read beside it (``round_link_gen``,
-    recorded from session 28 on): per generation, how many readings, their median and the share
+    recorded from session 29's runs on): per generation, how many readings, their median and the share
     at most ``ceiling_us`` (fast). None for runs without link readings. A fast state that is the
     high generation's and a slow one the low's: the launch path follows the idle GPU's link."""
     split: dict[str, list[float]] = {}

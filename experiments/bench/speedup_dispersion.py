@@ -74,15 +74,28 @@ def covered(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> float
     return round(sum(hits) / len(hits), 4) if hits else None
 
 
+def log_se(row: dict[str, Any], own: bool) -> float:
+    """A row's standard error in log space (a 95 % interval's log half-width / 1.96): of the
+    interval as recorded, or with ``own`` of the window's own (``paired.window_low``/``high``,
+    before the spread between windows was added; the recorded one in rows from before)."""
+    paired = row.get("paired") or {}
+    low, high = row["speedup_low"], row["speedup_high"]
+    if own and paired.get("window_low") is not None and paired.get("window_high") is not None:
+        low, high = paired["window_low"], paired["window_high"]
+    return (math.log(high) - math.log(low)) / (2 * 1.96)
+
+
 def calibration(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, float | int | None]:
     """How far the intervals are from honest, from the kernels both runs accepted with one:
-    ``z`` = ln(b / a) over the two intervals' standard errors combined (each a 95 % interval's
-    half-width in log space / 1.96), which is standard normal when an interval holds all the noise
-    between two runs. ``scale_for_95``: the factor the intervals would need to be widened by for
-    95 % of the kernels' |z| to stay under 1.96. ``between_window``: the relative spread of one
-    window's figure that the intervals do not see, sqrt((robust var(ln(b / a)) - median within
-    var) / 2), the term an honest interval would add in quadrature."""
-    zs, diffs, within = [], [], []
+    ``z`` = ln(b / a) over the two recorded intervals' standard errors combined, which is standard
+    normal when an interval holds all the noise between two runs. ``scale_for_95``: the factor the
+    intervals would need to be widened by for 95 % of the kernels' |z| to stay under 1.96.
+    ``between_window``: the relative spread of one window's figure that the windows' own intervals
+    do not see, sqrt((robust var(ln(b / a)) - median own var) / 2), the term an honest interval
+    adds in quadrature (timing.window_spread*, which rows from session 29 on already carry: their
+    own intervals are kept beside, so this stays the measured spread). ``holds``: the share of
+    changes inside the recorded intervals combined, and inside the own ones with the term."""
+    zs, diffs, within, own = [], [], [], []
     for k in a:
         ra, rb = a[k], b.get(k)
         if (
@@ -91,22 +104,22 @@ def calibration(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> d
             or rb.get("speedup_low") is None
         ):
             continue
-        se = [(math.log(r["speedup_high"]) - math.log(r["speedup_low"])) / (2 * 1.96) for r in (ra, rb)]
         d = math.log(rb["speedup_eager"] / ra["speedup_eager"])
-        var = se[0] ** 2 + se[1] ** 2
+        var = log_se(ra, False) ** 2 + log_se(rb, False) ** 2
         diffs.append(d)
         within.append(var)
+        own.append(log_se(ra, True) ** 2 + log_se(rb, True) ** 2)
         if var > 0:
             zs.append(abs(d) / math.sqrt(var))
     if not zs:
         return {"kernels": 0, "median_z": None, "scale_for_95": None, "between_window": None, "holds": None}
     p95 = order_statistic(sorted(zs), 0.95)
     robust_var = (1.4826 * statistics.median(abs(d) for d in diffs)) ** 2
-    between = math.sqrt(max(0.0, robust_var - statistics.median(within)) / 2)
+    between = math.sqrt(max(0.0, robust_var - statistics.median(own)) / 2)
 
-    def holds(term: float) -> float:
+    def holds(variances: list[float], term: float) -> float:
         """Share of kernels whose change lies inside the two intervals combined, ``term`` added."""
-        inside = [abs(d) <= 1.96 * math.sqrt(v + 2 * term**2) for d, v in zip(diffs, within, strict=True)]
+        inside = [abs(d) <= 1.96 * math.sqrt(v + 2 * term**2) for d, v in zip(diffs, variances, strict=True)]
         return round(sum(inside) / len(inside), 3)
 
     return {
@@ -114,8 +127,8 @@ def calibration(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> d
         "median_z": round(statistics.median(zs), 3),
         "scale_for_95": round(p95 / 1.96, 3),
         "between_window": round(between, 4),
-        # what the combined 95 % band holds as the intervals are, and with the term added
-        "holds": [holds(0.0), holds(between)],
+        # what the combined 95 % band holds as recorded, and the own intervals with the term added
+        "holds": [holds(within, 0.0), holds(own, between)],
     }
 
 

@@ -228,3 +228,6 @@ def test_a_host_bound_side_gets_the_host_bound_spread() -> None:
     assert window_spread(settings, 0.05, 0.08, host_bound, gpu_bound) == 0.04  # candidate: 0.09 > 0.05
     assert window_spread(settings, 0.05, 0.10, gpu_bound, host_bound) == 0.003
     assert window_spread(settings, 0.05, 0.08, None, {}) == 0.003  # no host record: nothing to say
+    # The candidate's record comes from its worker: anything but a finite number says nothing.
+    for odd in ("0.09", float("nan"), True, [0.09]):
+        assert window_spread(settings, 0.05, 0.10, {"issue_ms": odd}, gpu_bound) == 0.003

@@ -76,6 +76,14 @@ def test_the_calibration_counts_the_changes_the_intervals_hold(tmp_path: Path) -
     grouped = result["interval_calibration_by_issue"]
     assert grouped["issue_over_event"]["kernels"] == 1 and grouped["covered"]["kernels"] == 3
     assert grouped["covered"]["holds"][0] == pytest.approx(2 / 3, abs=1e-3)
+    # Rows that carry the spread between windows keep their window's own interval beside it: the
+    # spread is measured from the own ones (the same as above), the recorded band holds more.
+    for r in first + second:
+        r["paired"].update(window_low=r["speedup_low"], window_high=r["speedup_high"], window_spread=0.04)
+        r["speedup_low"], r["speedup_high"] = r["speedup_eager"] / 1.08, r["speedup_eager"] * 1.08
+    widened = json.loads(report(tmp_path, first, second)[-1])["interval_calibration"]
+    assert widened["between_window"] == calibration["between_window"]
+    assert widened["holds"] == [0.75, calibration["holds"][1]]  # +-8 % each: 0, 0.5 and 4 % inside
     # The kernels over 5 %: k3 (25 %), with the window's spin and eager-op readings and the stranger.
     table = [line for line in lines if line.startswith("| k") and not line.startswith("| kernel ")]
     assert len(table) == 1 and table[0].startswith("| k3 |")

@@ -18,7 +18,8 @@ from tests.dashboard.fixture_library import REFERENCE, Fixture, add, correct
 
 TIMEOUT_MS = 20_000
 X = "\N{MULTIPLICATION SIGN}"
-PAIRED = {"pairs": 24, "stopped": "precision", "halfwidth": 0.015, "level": 0.95}
+# With the spread between windows that went into the interval (evaluation/pairing.py).
+PAIRED = {"pairs": 24, "stopped": "precision", "halfwidth": 0.015, "level": 0.95, "window_spread": 0.04}
 # As run/confirm.py records it: 1.62x as fast as candidate #3 in their shared window.
 CONFIRMATION = {
     "vs_incumbent": 1.62,
@@ -90,7 +91,7 @@ def test_run_and_candidate_pages_show_the_interval(
     evaluations = pg.locator("#evaluations")
     evaluations.get_by_text("24 pairs, stopped at precision").wait_for()
     text = evaluations.inner_text()
-    assert f"2.05{X} [1.98-2.11]" in text and "±1.5 %" in text
+    assert f"2.05{X} [1.98-2.11]" in text and "±1.5 % with 4.0 % between windows" in text
     assert f"confirmed: 1.62{X} [1.55-1.70] as fast as #3 in one window (16 pairs)" in text
     assert f"first figure 2.20{X} [2.10-2.30]" in text
     pg.screenshot(path=str(tmp_path / "candidate-intervals.png"), full_page=True)

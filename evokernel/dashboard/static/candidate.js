@@ -27,7 +27,9 @@
     else if (e.confirmed && typeof c.vs_incumbent === "number")
       confirmed = `; confirmed: ${speedup(c.vs_incumbent, c.low, c.high)} as fast as #${c.incumbent} in one window (${c.pairs} pairs)${first}`;
     else if (e.confirmed) confirmed = `; confirmed by a re-run (the task's first best)${first}`;
-    return `${p.pairs} pairs, stopped at ${p.stopped}, ±${num(100 * p.halfwidth, 1)} %${confirmed}`;
+    // The interval holds the spread between windows on top of the window's own (pairing.py).
+    const spread = p.window_spread ? ` with ${num(100 * p.window_spread, 1)} % between windows` : "";
+    return `${p.pairs} pairs, stopped at ${p.stopped}, ±${num(100 * p.halfwidth, 1)} %${spread}${confirmed}`;
   }
 
   function evaluation(e, i) {
