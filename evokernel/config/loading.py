@@ -15,7 +15,8 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from evokernel.config.schema import CALL_STARTS, PROFILE_NAMES, ExperimentConfig
+from evokernel.config.schema import PROFILE_NAMES, ExperimentConfig
+from evokernel.config.timing_config import CALL_STARTS
 from evokernel.exceptions import ConfigError
 
 
