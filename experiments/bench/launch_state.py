@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from round_figures import by_link_gen
 
 from evokernel.evaluation.clocks import pcie_link_gen
 from evokernel.evaluation.host_clock import dispatch_us
@@ -147,20 +148,9 @@ def fast_share(readings: list[float], ceiling: float) -> float:
     return sum(r <= ceiling for r in readings) / len(readings)
 
 
-def by_link_gen(windows: list[dict[str, Any]], ceiling: float) -> dict[str, Any]:
-    """Per PCIe generation seen beside a reading: how many readings, their median and fast share."""
-    split: dict[str, list[float]] = {}
-    for w in windows:
-        for reading, gen in zip(w["readings"], w["links"], strict=True):
-            split.setdefault(str(gen), []).append(reading)
-    return {
-        gen: {
-            "readings": len(values),
-            "median_us": round(statistics.median(values), 2),
-            "fast_share": round(fast_share(values, ceiling), 3),
-        }
-        for gen, values in sorted(split.items())
-    }
+def link_readings(windows: list[dict[str, Any]]) -> list[tuple[float, object]]:
+    """Every window's readings beside the PCIe generation read after each."""
+    return [pair for w in windows for pair in zip(w["readings"], w["links"], strict=True)]
 
 
 def summary(windows: list[dict[str, Any]], limit: float) -> dict[str, Any]:
@@ -188,9 +178,9 @@ def summary(windows: list[dict[str, Any]], limit: float) -> dict[str, Any]:
             "windows_all_slow": sum(s == 0 for s in shares),
             "windows_all_fast": sum(s == 1 for s in shares),
             "cpu_mhz": round(statistics.median(clocks)) if clocks else None,
-            "by_link_gen": by_link_gen(mine, ceiling),
+            "by_link_gen": by_link_gen(link_readings(mine), ceiling),
         }
-    out["by_link_gen"] = by_link_gen(windows, ceiling)
+    out["by_link_gen"] = by_link_gen(link_readings(windows), ceiling)
     return out
 
 

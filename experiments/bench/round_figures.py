@@ -151,23 +151,12 @@ def round_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> di
     }
 
 
-def link_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any] | None:
-    """Every round's dispatch reading by the PCIe generation read beside it (``round_link_gen``,
-    recorded from session 29's runs on): per generation, how many readings, their median and the share
-    at most ``ceiling_us`` (fast). None for runs without link readings. A fast state that is the
-    high generation's and a slow one the low's: the launch path follows the idle GPU's link."""
+def by_link_gen(readings: Iterable[tuple[float, object]], ceiling_us: float) -> dict[str, Any]:
+    """``(dispatch reading, PCIe generation)`` pairs split by generation: per generation, how many
+    readings, their median and the share at most ``ceiling_us`` (fast). Also launch_state.py's."""
     split: dict[str, list[float]] = {}
-    for run in runs:
-        for row in run.values():
-            pinned = row.get("pinned") or {}
-            dispatch, links = pinned.get("round_dispatch_us") or [], pinned.get("round_link_gen") or []
-            if len(dispatch) != len(links):
-                continue
-            for us, gen in zip(dispatch, links, strict=True):
-                if us is not None:
-                    split.setdefault(str(gen), []).append(us)
-    if not split or set(split) == {"None"}:
-        return None
+    for us, gen in readings:
+        split.setdefault(str(gen), []).append(us)
     return {
         gen: {
             "readings": len(values),
@@ -176,3 +165,20 @@ def link_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dic
         }
         for gen, values in sorted(split.items())
     }
+
+
+def link_states(runs: list[dict[str, dict[str, Any]]], ceiling_us: float) -> dict[str, Any] | None:
+    """Every round's dispatch reading by the PCIe generation read beside it (``round_link_gen``,
+    recorded from session 29's runs on), :func:`by_link_gen`; None for runs without link readings.
+    A fast state that is the high generation's and a slow one the low's: the launch path follows
+    the idle GPU's link."""
+    readings: list[tuple[float, object]] = []
+    for run in runs:
+        for row in run.values():
+            pinned = row.get("pinned") or {}
+            dispatch, links = pinned.get("round_dispatch_us") or [], pinned.get("round_link_gen") or []
+            if len(dispatch) == len(links):
+                readings += [(us, gen) for us, gen in zip(dispatch, links, strict=True) if us is not None]
+    if all(gen is None for _, gen in readings):
+        return None
+    return by_link_gen(readings, ceiling_us)
