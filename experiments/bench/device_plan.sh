@@ -38,6 +38,8 @@
 #   strict, kernelbench, v0
 #                     issue 34: one run per profile over all 90 kernels, cut at 570 s (one object
 #                     cache at a fixed TMPDIR: run them back to back on one warm machine)
+#   verdicts          issue 34: strict, kernelbench, kernelbench-v0 in one resumable stream (run it
+#                     back to back until all three are through; session 29)
 #   kb                issue 34: kb_check.py (the KernelBench-style check) of the refusals in
 #                     scratch/verdicts_*.jsonl (copy the profile runs' streams there first)
 #   builds-ahead      issue 37: local builds with builds_ahead 0 then automatic, one call
@@ -56,7 +58,7 @@
 # scratch/verdicts_*.jsonl; kernelbench, kb, hacks and gpu1..gpu4 after; issue 35's next loaded
 # pair (its interval_calibration checks the window spreads out of sample) when ~1,200 s are free.
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 kb builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -166,6 +168,21 @@ case "$step" in
     mkdir -p "$TMPDIR"
     timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles "$profile" --concurrency 16 --stream "$OUT/bench/verdicts_$step.jsonl" 2>&1 | tail -20
+    ;;
+  verdicts)
+    # issue 34: all three profiles over all 90 kernels, one object cache, one baselines file, one
+    # stream that each call resumes: run it again, back to back, until every profile is through
+    # (a warm machine keeps /tmp/tmp_verdicts; a fresh one starts from the stream carried in
+    # scratch/verdicts_all.jsonl, copy $OUT's there between calls)
+    export TMPDIR=/tmp/tmp_verdicts
+    mkdir -p "$TMPDIR"
+    stream=$TMPDIR/verdicts_all.jsonl
+    [ -f "$stream" ] || [ ! -f scratch/verdicts_all.jsonl ] || cp scratch/verdicts_all.jsonl "$stream"
+    timeout -s INT "${CUT:-570}" python3 -u experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles "${PROFILES:-strict,kernelbench,kernelbench-v0}" --concurrency 16 \
+      --baselines "$TMPDIR/baselines.db" --stream "$stream" --resume 2>&1 | grep -v '^\[' | tail -60
+    cp "$stream" "$OUT/bench/verdicts_all.jsonl"
+    wc -l < "$stream"
     ;;
   kb)
     # issue 34: the KernelBench-style check of every kernel the profile runs refused, from their

@@ -179,6 +179,18 @@ def merge(files: list[Path]) -> None:
     print(json.dumps({"profiles": {p: summarise(rows) for p, rows in by_profile.items()}}))
 
 
+def streamed(stream: Path) -> set[tuple[str, str]]:
+    """The (profile, solution) pairs a stream already holds: a run cut by a call's limit goes on."""
+    if not stream.exists():
+        return set()
+    done = set()
+    for line in stream.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):  # a line cut by the interrupt: run it again
+            row = json.loads(line)
+            done.add((row["profile"], row["solution"]))
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -193,6 +205,10 @@ def main() -> None:
     parser.add_argument("--only", type=Path, help="a file listing the kernels to run, as folder/task_N.py")
     parser.add_argument("--details", type=Path, help="write every verdict here (JSON)")
     parser.add_argument("--stream", type=Path, help="append each verdict here as it comes (JSON lines)")
+    parser.add_argument(
+        "--resume", action="store_true", help="skip the (profile, kernel) pairs --stream already holds"
+    )
+    parser.add_argument("--baselines", type=Path, help="baselines library file (default: temporary)")
     parser.add_argument(
         "--timing", nargs="*", default=[], help="evaluation.timing settings as KEY=VALUE (JSON values)"
     )
@@ -242,9 +258,15 @@ def run(args: argparse.Namespace, split: tuple[str, list[int]] | None) -> None:
     started = time.monotonic()
     results["builds"], results["split"] = args.builds, args.split
     address, pinned = split if split else (None, [])
+    done = streamed(args.stream) if args.resume and args.stream else set()
     with tempfile.TemporaryDirectory() as tmp:
-        library = SolutionLibrary(Path(tmp) / "baselines.db")  # baselines measured once for all profiles
+        # baselines measured once for all profiles (and, with --baselines, for a resumed run)
+        library = SolutionLibrary(args.baselines or Path(tmp) / "baselines.db")
         for profile in args.profiles.split(","):
+            todo = [(t, s) for t, s in pairs if (profile, f"{s.parent.name}/{s.name}") not in done]
+            print(f"{profile}: {len(todo)} of {len(pairs)} kernels to run", flush=True)
+            if not todo:
+                continue
             config = EvaluationConfig(
                 device=device,
                 timeout_s=args.timeout,
@@ -260,7 +282,7 @@ def run(args: argparse.Namespace, split: tuple[str, list[int]] | None) -> None:
                 results["hardware"] = asyncio.run(pool.hardware()).describe()
             t0 = time.monotonic()
             before = cpu_lines()
-            rows = asyncio.run(evaluate_all(pool, tasks, pairs, args.stream))
+            rows = asyncio.run(evaluate_all(pool, tasks, todo, args.stream))
             after = cpu_lines()
             stats = asyncio.run(pool.build_stats())
             pool.shutdown()
