@@ -40,7 +40,7 @@ from evokernel.evaluation.loading import (
     load_source,
     make_inputs,
 )
-from evokernel.evaluation.observe import Observation
+from evokernel.evaluation.observe import HOLD_MS_MIN, Observation
 from evokernel.evaluation.profiling import timeline
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.worker_timing import CandidateTiming, TimingFailure, copy_values
@@ -126,6 +126,7 @@ class _Worker:
         self.entry: Any = None
         # Every stream of torch's pool on the device: where a call's forked work would still run.
         self.pool_streams: list[torch.cuda.Stream] = []
+        self.hold_ms = HOLD_MS_MIN  # the own stream's hold before a judged call (observe.py)
         self.task: ModuleType | None = None
         self.model: Any = None
         self.out_bytes = 0
@@ -221,12 +222,13 @@ class _Worker:
         self, inputs: list[Any], record_ops: bool = False
     ) -> tuple[Any, dict[str, Any], dict[str, Any] | None]:
         """The call's output, its facts and, when ``record_ops``, its ATen compute ops."""
-        observed = Observation(self.snapshot, self.device)
+        observed = Observation(self.snapshot, self.device, self.hold_ms)
         recorder = integrity.ComputeOps() if record_ops else contextlib.nullcontext()
         try:
             with torch.no_grad(), recorder:
                 out = self.model(*inputs)
             observed.work_left(self.pool_streams)
+            self.hold_ms = observed.next_hold_ms()
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
         except Exception as exc:

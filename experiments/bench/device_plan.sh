@@ -89,7 +89,7 @@ case "$step" in
     ;;
   window)
     timeout 570 python3 -m pytest -v --durations=8 -m gpu -p no:cacheprovider tests/core/test_timing_gpu.py \
-      tests/core/test_gpu.py -k "idle_start or either_start or confirmation or will_not_drain or legit_kernel_passes or launch_bound" \
+      tests/core/test_gpu.py -k "idle_start or either_start or confirmation or will_not_drain or legit_kernel_passes or launch_bound or unjoined_side_stream" \
       2>&1 | tee "$OUT/tests/window.log" | tail -40
     ;;
   gpu4)

@@ -76,6 +76,11 @@ def judge(case: Case, profile: str, device: str, static: bool) -> dict[str, Any]
         mark = "accepted (within the profile's contract)" if row["allowed"] else "ACCEPTED: A LEAK"
     where = f"{profile:15} {case.id:34} static={'on ' if static else 'off'}"
     print(f"{where} {mark}: {ev.reason[:110]}", flush=True)
+    if not matched and not row["accepted"]:
+        # A crash's feedback ends with the worker's output (its traceback): session 29's strict
+        # side_stream_large_kernel exited with code 70 during timing, and only the reason was kept.
+        row["feedback"] = ev.feedback[-1500:]
+        print("    " + ev.feedback[-1500:].replace("\n", "\n    "), flush=True)
     return row
 
 

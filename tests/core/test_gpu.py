@@ -88,6 +88,26 @@ def test_cuda_graphs_are_judged_by_what_they_compute(profile: str) -> None:
     assert "seed 1" in ev.reason
 
 
+@pytest.mark.parametrize("profile", ["strict", "kernelbench", "kernelbench-v0"])
+def test_unjoined_side_stream_work_is_refused_by_its_rule_under_every_profile(profile: str) -> None:
+    """Issue 34: work forked onto a side stream and never joined is refused by rule side-stream,
+    by the first trial at the latest, under every profile (the call's own stream is held until
+    it returns, observe.py; session 29 saw it caught by chance: at seed 0, at seed 4, under
+    strict not at all); work joined back passes."""
+    from tests.core.corpus import load_case
+
+    for name in ("side_stream", "side_stream_large_kernel"):
+        case = load_case(FIXTURES / "hacks" / f"{name}.py")
+        ev = run(load_task(case.task), case.path.read_text(), profile=profile)
+        verdict = (ev.status, ev.stage)
+        assert verdict == (Status.REJECTED, "integrity"), f"{name}: {ev.status.value}: {ev.reason}"
+        first_call = "warm-up call" in ev.reason or "seed 0, run 1" in ev.reason
+        assert "rule side-stream" in ev.reason and first_call, f"{name}: {ev.reason}"
+    joined = load_case(FIXTURES / "legit" / "axpy_side_stream_joined.py")
+    ev = run(load_task(joined.task), joined.path.read_text(), profile=profile)
+    assert ev.ok, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+
+
 def test_a_confirmation_times_the_incumbent_in_the_candidates_window_on_the_gpu() -> None:
     """Issue 35: the second worker is built, warmed and timed on the GPU as the third side of the
     candidate's window, all three sides on one CPU (cpu_pin.py). The same code on both sides: the
