@@ -15,7 +15,8 @@ Five changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, ea
   ``<cuda_runtime.h>`` in the ``.cu``). A source that leaned on something the torch header pulled
   in (``<cmath>``, ``<cuda_fp16.h>``, ...) fails to build that way; the call is then made again
   exactly as written (``lean_cu_fallback``), so a candidate can only lose the time of the failed
-  attempt, never its build.
+  attempt, never its build. A failure in the C++ part alone (``main.cpp``, the same in every
+  attempt) is the call's own and is not retried (``cpp_failed``).
 * **The tensor header for torch's in a ``.cu``** (``tensor_cu``): a ``.cu`` whose torch names are
   all tensors, a few factories and dtypes gets :mod:`evokernel.evaluation.tensor_header` instead
   of any torch header (half the nvcc core-seconds of ``torch/types.h``); a failure falls back to
@@ -189,6 +190,9 @@ def install(header_root: str | None, light: bool = True, workdir: Path | None = 
             except RuntimeError as exc:
                 if "Error building extension" not in str(exc):
                     raise
+                if fails_as_written(str(exc)):
+                    counts["cpp_failed"] += 1
+                    raise
                 counts[f"{kind}_fallback"] += 1
             else:
                 counts[kind] += 1
@@ -196,6 +200,20 @@ def install(header_root: str | None, light: bool = True, workdir: Path | None = 
         return original(**arguments)
 
     cpp_extension.load_inline = load_inline
+
+
+# ninja names each target it failed to build (torch puts its output in the error unless the call
+# is verbose): main.o is the C++ part, which every attempt leaves as written, so when it alone
+# failed the call as written fails the same way. Retrying it anyway cost PIKE's orig/task_43
+# (``-std=c++14`` against torch's C++17 headers) three failed builds, past the 300 s timeout
+# under a loaded node's builds (session 29, H200), where it belonged with own-kernel.
+FAILED_TARGET = re.compile(r"^FAILED: (\S+)", re.M)
+
+
+def fails_as_written(message: str) -> bool:
+    """A failed attempt whose only failed ninja target is the C++ part (``main.o``)."""
+    targets = set(FAILED_TARGET.findall(message))
+    return bool(targets) and targets <= {"main.o"}
 
 
 def _in_own_directory(arguments: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -243,6 +261,7 @@ NOTES = (
     ("tensor_cu_fallback", "rebuilt after failing with the tensor header"),
     ("light_cu", "with torch/types.h for torch/extension.h in the .cu"),
     ("light_cu_fallback", "rebuilt as written after failing with torch/types.h"),
+    ("cpp_failed", "not rebuilt as written: their C++ part, which no attempt changes, failed"),
     ("redirected", "in work/redirected/ instead of a build directory outside the sandbox"),
     ("redirected_makedirs", "directories made in work/redirected/ for os.makedirs outside the sandbox"),
 )

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import inspect
 import shutil
+from pathlib import Path
 
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
 from evokernel.evaluation.arch_flags import supported_architectures, without_unbuildable_architectures
-from evokernel.evaluation.inline_builds import inline_build_note, lean_cu_arguments, light_cu_arguments
+from evokernel.evaluation.inline_builds import (
+    fails_as_written,
+    inline_build_note,
+    lean_cu_arguments,
+    light_cu_arguments,
+)
 
 PARAMETERS = inspect.signature(cpp_extension.load_inline).parameters
 LEAN_CU = "#include <cuda_runtime.h>\n__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }"
@@ -141,3 +147,22 @@ def test_the_installed_nvcc_lists_what_it_builds_for() -> None:
     supported = supported_architectures(nvcc)
     assert supported is not None and 90 in supported  # every nvcc that lists architectures has sm_90
     assert supported_architectures("/no/such/nvcc") is None
+
+
+def test_a_build_whose_cpp_part_alone_failed_is_not_rebuilt_as_written(tmp_path: Path) -> None:
+    """The C++ part (main.cpp) is the same in every attempt: when ninja failed only there, the
+    call as written would fail the same way (PIKE orig/task_43: -std=c++14 against torch's
+    headers, three builds past the timeout, session 29). A real failed g++ build's message."""
+    with pytest.raises(RuntimeError) as failed:
+        cpp_extension.load_inline(
+            "evk_cpp_part_fails",
+            cpp_sources=["#include <Python.h>\nint f() { return undefined_name; }"],
+            no_implicit_headers=True,
+            build_directory=str(tmp_path),
+        )
+    assert fails_as_written(str(failed.value))
+    cu_failed = "Error building extension 'x': ...\nFAILED: cuda.cuda.o\n/usr/local/cuda/bin/nvcc ..."
+    assert not fails_as_written(cu_failed)
+    assert not fails_as_written("FAILED: main.o\nc++ ...\nFAILED: cuda.cuda.o\nnvcc ...")
+    assert not fails_as_written("Error building extension 'x'")  # verbose: ninja's output went to stdout
+    assert "1 not rebuilt as written" in inline_build_note({"cpp_failed": 1})
