@@ -40,9 +40,11 @@ KINDS = (*TIMED, *(f"{kind}_graph" for kind in TIMED))
 
 
 @functools.cache  # fixed for the process; asked for every candidate's timing stage
-def software_versions(device: str, call_start: str) -> str:
+def software_versions(device: str, call_start: str, training: bool = False) -> str:
     """e.g. ``torch 2.11.0 / triton 3.6.0 / cuda 12.8 / timing settled-4``: a baseline is reused on
-    identical software and timing method (``call_start``: timing.timing_method)."""
+    identical software and timing method (``call_start``: timing.timing_method), and for the models'
+    mode (``training``: the ``kernelbench`` profile's; eval mode adds nothing, so baselines cached
+    before the mode was part of the key stay valid)."""
     parts = []
     for package in ("torch", "triton"):
         try:
@@ -52,6 +54,8 @@ def software_versions(device: str, call_start: str) -> str:
     if device == "cuda":
         parts.append(f"cuda {torch.version.cuda}")
     parts.append(f"timing {timing_method(call_start)}")
+    if training:
+        parts.append("training mode")
     return " / ".join(parts)
 
 
@@ -71,7 +75,7 @@ def measure_baselines(task: ModuleType, device: torch.device, request: Evaluatio
     :class:`~evokernel.evaluation.timing.TimingResult`, ``*_graph`` the cache entries of graph figures."""
     # NVML through ctypes (microseconds a query), not nvidia-smi (a subprocess) once per candidate.
     out: dict[str, Any] = {
-        "baseline_key": key_for(device, request.timing.call_start),
+        "baseline_key": key_for(device, request.timing.call_start, request.training),
         "gpu_clocks": clock_state(device),
     }
     settings = request.timing
@@ -89,7 +93,8 @@ def measure_baselines(task: ModuleType, device: torch.device, request: Evaluatio
                 out[kind], out[f"{kind}_graph"] = cached
                 continue
             if reference is None:  # only a figure to measure needs the model and its inputs
-                reference, inputs = build_reference(task, device), make_inputs(task, 0, device)
+                reference = build_reference(task, device, request.training)
+                inputs = make_inputs(task, 0, device)
             assert inputs is not None
             model = reference
             if kind == "compile":
@@ -112,8 +117,8 @@ def measure_baselines(task: ModuleType, device: torch.device, request: Evaluatio
     return out
 
 
-def key_for(device: torch.device, call_start: str) -> dict[str, str]:
-    return {"device": device_label(device), "versions": software_versions(device.type, call_start)}
+def key_for(device: torch.device, call_start: str, training: bool = False) -> dict[str, str]:
+    return {"device": device_label(device), "versions": software_versions(device.type, call_start, training)}
 
 
 def _cached(
@@ -134,7 +139,7 @@ def _cached(
 
 def all_cached(request: EvaluationRequest, device: torch.device) -> bool:
     """Every baseline the request needs is cached for this device and software: nothing to time."""
-    key = key_for(device, request.timing.call_start)
+    key = key_for(device, request.timing.call_start, request.training)
     return all(
         _cached(request, kind, key) is not None
         for kind in TIMED

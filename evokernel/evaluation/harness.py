@@ -172,7 +172,7 @@ def _reference_profile(
 
     def model_inputs() -> tuple[Any, list[Any]]:
         task = load_source(request.task.source, "evokernel_reference_profiled", request.overrides[0])
-        return build_reference(task, device), make_inputs(task, 0, device)
+        return build_reference(task, device, request.training), make_inputs(task, 0, device)
 
     eager = (baselines.get("eager") or {}).get("median_ms")
     try:

@@ -16,7 +16,10 @@ that makes some parameters with the legacy ``torch.Tensor(...)`` constructor (CP
 context) and the rest as the reference does drew them from another generator than the
 reference's, got other weights, and failed a correct kernel at max error 0.055 (issue 34). One
 way for every profile, so a verdict never depends on which build path its profile took; it costs
-a host-RNG initialisation per variant and side, once per evaluation, never per trial.
+a host-RNG initialisation per variant and side, once per evaluation, never per trial. The mode
+is the profile's (profiles.py): eval mode, as PIKE's evaluator, except ``kernelbench``'s training
+mode, as KernelBench's, whose harness never calls ``.eval()`` (session 29: two BatchNorm-folding
+PIKE kernels pass in eval mode and fail KernelBench's check at errors of 2.3 and 5.3).
 """
 
 from __future__ import annotations
@@ -89,18 +92,19 @@ def make_inputs(task: ModuleType, seed: int, device: torch.device) -> list[Any]:
         return list(to_device(task.get_inputs(), device))
 
 
-def build_model(entry: Any, init_inputs: list[Any], device: torch.device) -> Any:
+def build_model(entry: Any, init_inputs: list[Any], device: torch.device, training: bool = False) -> Any:
     """``entry(*init_inputs)`` after :data:`INIT_SEED`, built on the CPU and moved to ``device``,
-    in eval mode: parameters made in the same order get the same values whatever they are called
-    and whichever constructor made them."""
+    in eval mode, or in training mode where the profile says so (profiles.py: ``kernelbench``):
+    parameters made in the same order get the same values whatever they are called and whichever
+    constructor made them."""
     torch.manual_seed(INIT_SEED)
     with torch.device("cpu"):
         model = entry(*init_inputs)
-    return model.to(device).eval()
+    return model.to(device).train(training)
 
 
-def build_reference(task: ModuleType, device: torch.device) -> Any:
-    return build_model(task.Model, task.get_init_inputs(), device)
+def build_reference(task: ModuleType, device: torch.device, training: bool = False) -> Any:
+    return build_model(task.Model, task.get_init_inputs(), device, training)
 
 
 def copy_reference_weights(reference: Any, candidate: Any) -> str:

@@ -75,6 +75,11 @@ class EvaluationRequest:
     launched_at: float | None = field(default=None, compare=False)
     ncu_tmp: str | None = field(default=None, compare=False)
 
+    @property
+    def training(self) -> bool:
+        """The models are called in training mode (the profile's: evaluation/profiles.py)."""
+        return get_profile(self.profile).training
+
     @classmethod
     def build(
         cls,

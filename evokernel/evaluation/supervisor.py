@@ -269,7 +269,7 @@ class Supervisor:
             task = load_source(self.request.task.source, f"evokernel_reference_{index}", overrides)
             try:
                 with self.gpu.hold("reference"):
-                    reference = build_reference(task, self.device)
+                    reference = build_reference(task, self.device, self.request.training)
                     inputs = make_inputs(task, 0, self.device)
                     if index == 0:  # the timing stage's check call compares against it
                         self.timed_reference = (task, reference)

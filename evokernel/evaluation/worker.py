@@ -127,6 +127,7 @@ class _Worker:
         # Every stream of torch's pool on the device: where a call's forked work would still run.
         self.pool_streams: list[torch.cuda.Stream] = []
         self.hold_ms = HOLD_MS_MIN  # the own stream's hold before a judged call (observe.py)
+        self.training = request.training  # the models' mode (profiles.py)
         self.task: ModuleType | None = None
         self.model: Any = None
         self.out_bytes = 0
@@ -198,10 +199,10 @@ class _Worker:
         self.task = load_source(
             self.request_source, f"evokernel_reference_{command['index']}", command["overrides"]
         )
-        reference = build_reference(self.task, self.device)
+        reference = build_reference(self.task, self.device, self.training)
         try:
             # As the reference, and as KernelBench and PIKE build both (loading.build_model).
-            self.model = build_model(self.entry, self.task.get_init_inputs(), self.device)
+            self.model = build_model(self.entry, self.task.get_init_inputs(), self.device, self.training)
         except Exception as exc:
             what = f"{self.entry.__name__}(...) raised {type(exc).__name__}"
             raise CandidateFailure("runtime_error", what, trim_traceback(exc)) from exc

@@ -116,9 +116,10 @@ class EvaluatorActor:
         # Started now so its imports overlap Ray's start-up; evaluations wait until it is ready.
         self._server: ForkServer | None = ForkServer(device, self.root) if warm else None
 
-    def hardware(self, call_start: str) -> dict[str, str]:
-        """The device and the software (and timing method: ``call_start``) baselines are keyed by."""
-        versions = software_versions(self.device, call_start)
+    def hardware(self, call_start: str, training: bool = False) -> dict[str, str]:
+        """The device and the software (and timing method: ``call_start``; the models' mode:
+        ``training``) baselines are keyed by."""
+        versions = software_versions(self.device, call_start, training)
         if self.device != "cuda":
             facts = f"{os.cpu_count()} cores"
             return asdict(

@@ -40,6 +40,7 @@ from ray.exceptions import RayActorError, WorkerCrashedError
 from evokernel.config.schema import EvaluationConfig, RayConfig
 from evokernel.evaluation import privileges
 from evokernel.evaluation.baselines import compile_enabled
+from evokernel.evaluation.profiles import get_profile
 from evokernel.evaluation.request import EvaluationRequest
 from evokernel.exceptions import EvaluationError
 from evokernel.pool.active_gate import builds_ahead
@@ -174,7 +175,8 @@ class EvaluatorPool:
             slot = await self.workers.slot("", self.config.timeout_s)
             if slot is None:
                 raise EvaluationError("no evaluator actor is alive to describe the hardware")
-            self._hardware = Hardware(**await slot.actor.hardware.remote(self.config.timing.call_start))
+            keyed_by = (self.config.timing.call_start, get_profile(self.config.profile).training)
+            self._hardware = Hardware(**await slot.actor.hardware.remote(*keyed_by))
         return self._hardware
 
     def request(self, task: Task, source: str, baselines: dict[str, Any] | None = None) -> EvaluationRequest:

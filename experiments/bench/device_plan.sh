@@ -51,12 +51,13 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 28's order for the next 1800 s, back to back on one warm machine: launch-state then
-# window in one call (~510 s: is the slow launch state a low PCIe link generation, and does traffic
-# on the link lift it; the GPU tests of session 28's timing changes); then issue 34's profile runs,
-# strict and v0 (one object cache: the second mostly hits it), copying their streams to
-# scratch/verdicts_*.jsonl; kernelbench, kb, hacks and gpu1..gpu4 after; issue 35's next loaded
-# pair (its interval_calibration checks the window spreads out of sample) when ~1,200 s are free.
+# Session 29's order for the next 1800 s, back to back on one warm machine: `window` then `hacks`
+# in one call (~480 s: the new side-stream test under all three profiles, the timing tests owed
+# since session 28, the hack corpus with a refusal's feedback kept); `kb` (~300 s: all 41 kernels
+# refused in session 29's verdicts, copy experiments/bench/data/field_verdicts_h200_s29_all.jsonl to
+# scratch/verdicts_all.jsonl first). Once the module mode per profile is built (issue 34's
+# closing note of session 29), `verdicts` again, three calls. Then launch-state, gpu1..gpu4, and
+# issue 35's next loaded pair.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"

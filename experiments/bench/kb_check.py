@@ -36,26 +36,40 @@ SEED = 42
 
 
 def check_one(task_path: Path, solution: Path, trials: int, device: str) -> dict[str, Any]:
-    """In this process: the check of one kernel, as a JSON-able dict."""
-    import torch
+    """In this process: the check of one kernel in both modes, as a JSON-able dict. The models
+    are called in training mode as KernelBench's harness leaves them (it never calls ``.eval()``)
+    and in eval mode as PIKE's evaluator puts them (``model.eval()``); each profile's table reads
+    the mode its field uses (evokernel.evaluation.profiles: ``training``)."""
 
     from evokernel.evaluation.loading import candidate_class, load_module
-
-    def moved(values: Any) -> list[Any]:
-        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
     task = load_module(task_path, "kb_task")
     module = load_module(solution, "kb_solution")
     entry = candidate_class(module)
     if entry is None:
         return {"kb_correct": False, "error": "no ModelNew (or own Model) class"}
+    modes = {}
+    for mode in ("eval", "train"):
+        try:
+            modes[mode] = _trials(task, entry, trials, device, training=mode == "train")
+        except Exception as exc:  # noqa: BLE001 - the candidate's failure in this mode is the result
+            modes[mode] = {"kb_correct": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"modes": modes}
+
+
+def _trials(task: Any, entry: Any, trials: int, device: str, training: bool) -> dict[str, Any]:
+    import torch
+
+    def moved(values: Any) -> list[Any]:
+        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
     torch.manual_seed(SEED)
     init = task.get_init_inputs()
     with torch.no_grad():
         torch.manual_seed(SEED)
-        reference = task.Model(*init).to(device)
+        reference = task.Model(*init).to(device).train(training)
         torch.manual_seed(SEED)
-        candidate = entry(*init).to(device)
+        candidate = entry(*init).to(device).train(training)
         torch.manual_seed(SEED)
         seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials)]
         passed, worst = 0, 0.0
@@ -70,6 +84,18 @@ def check_one(task_path: Path, solution: Path, trials: int, device: str) -> dict
             worst = max(worst, float(diff.max().item()) if diff.numel() else 0.0)
             passed += bool(torch.allclose(got.float(), expected.float(), atol=TOLERANCE, rtol=TOLERANCE))
     return {"kb_correct": passed == trials, "trials_passed": passed, "trials": trials, "max_abs_error": worst}
+
+
+def in_mode(result: dict[str, Any], profile: str) -> dict[str, Any]:
+    """The check of ``result`` in the mode ``profile``'s field calls models in (a failure before
+    any model ran, e.g. an import error, holds for both)."""
+    from evokernel.evaluation.profiles import PROFILES
+
+    modes = result.get("modes")
+    if not modes:
+        return result
+    training = profile in PROFILES and PROFILES[profile].training
+    return dict(modes["train" if training else "eval"])
 
 
 def run_one(args: argparse.Namespace, task_path: Path, solution: Path, builds: Path) -> dict[str, Any]:
@@ -137,16 +163,19 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         checks = dict(pool.map(check, wanted))
+    from evokernel.evaluation.profiles import PROFILES
+
     summary: dict[str, Any] = {"trials": args.trials, "tolerance": TOLERANCE, "profiles": {}}
     for profile in sorted({r["profile"] for r in rows}):
         mine = [r for r in rows if r["profile"] == profile and r["solution"] in checks]
         print(f"profile {profile}")
-        print("| kernel | verdict | rule | KernelBench-style check | max error |")
+        mode = "training" if profile in PROFILES and PROFILES[profile].training else "eval"
+        print(f"| kernel | verdict | rule | KernelBench-style check ({mode} mode) | max error |")
         print("|---|---|---|---|---|")
         agrees: Counter[str] = Counter()
         passes: Counter[str] = Counter()
         for r in sorted(mine, key=lambda r: r["solution"]):
-            kb = checks[r["solution"]]
+            kb = in_mode(checks[r["solution"]], profile)
             rule = RULE.search(r.get("reason") or "")
             label = rule.group(1) if rule else f"{r['status']}/{r['stage']}"
             (passes if kb["kb_correct"] else agrees)[label] += 1
@@ -155,6 +184,7 @@ def main() -> None:
             print(f"| {r['solution']} | {r['status']} | {label} | {said} | {error} |")
         summary["profiles"][profile] = {
             "checked": len(mine),
+            "mode": mode,
             "check_fails_too": sum(agrees.values()),
             "check_passes": dict(passes),
             "check_fails_by_rule": dict(agrees),

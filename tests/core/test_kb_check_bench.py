@@ -79,3 +79,64 @@ def test_the_check_passes_a_right_kernel_and_fails_a_replaying_or_raising_one(tm
     assert "passes" in table["right/task_1.py"]
     assert "fails (out of tolerance)" in table["replays/task_1.py"]
     assert "illegal memory access (pretend)" in table["raises/task_1.py"]
+
+
+BN_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return self.bn(x * 3.0)
+
+
+def get_inputs():
+    return [torch.randn(16, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+FOLDED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        scale = self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
+        return (x * 3.0 - self.bn.running_mean) * scale + self.bn.bias
+"""
+
+
+def test_each_profile_is_checked_in_the_mode_its_field_calls_models_in(tmp_path: Path) -> None:
+    """A BatchNorm folded with its running statistics: right in eval mode (PIKE's evaluator, so
+    the kernelbench-v0 table), wrong in training mode (KernelBench's, so the kernelbench table)."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "1_Norm.py").write_text(BN_TASK)
+    (tmp_path / "folded").mkdir()
+    (tmp_path / "folded" / "task_1.py").write_text(FOLDED)
+    rows = [
+        {"profile": p, "solution": "folded/task_1.py", "status": "incorrect", "stage": "x", "reason": ""}
+        for p in ("kernelbench", "kernelbench-v0")
+    ]
+    stream = tmp_path / "verdicts.jsonl"
+    stream.write_text("\n".join(json.dumps(r) for r in rows))
+    command = [sys.executable, str(SCRIPT), "--tasks", str(tmp_path / "tasks"), "--device", "cpu"]
+    command += ["--solutions", str(tmp_path / "folded"), "--verdicts", str(stream), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
+    profiles = json.loads(done.stdout.strip().splitlines()[-1])["profiles"]
+    assert profiles["kernelbench"]["mode"] == "training" and profiles["kernelbench"]["check_fails_too"] == 1
+    assert profiles["kernelbench-v0"]["mode"] == "eval" and profiles["kernelbench-v0"]["check_passes"] == {
+        "incorrect/x": 1
+    }

@@ -41,14 +41,14 @@ from evokernel.evaluation.workspace import enter_candidate_directory
 
 def _model(request: EvaluationRequest, workdir: Path, mode: str, device: torch.device) -> tuple[Any, Any]:
     task = load_source(request.task.source, "evokernel_reference_profiled", request.overrides[0])
-    reference = build_reference(task, device)
+    reference = build_reference(task, device, request.training)
     if mode == "reference":
         return reference, task
     module = load_module(workdir / "candidate.py", "evokernel_candidate")
     entry = candidate_class(module)
     if entry is None:
         raise SystemExit("the candidate defines no ModelNew")
-    model = build_model(entry, task.get_init_inputs(), device)
+    model = build_model(entry, task.get_init_inputs(), device, request.training)
     copy_reference_weights(reference, model)
     return model, task
 

@@ -1,0 +1,68 @@
+"""The models' mode is the profile's (issue 34): eval mode under ``strict`` and ``kernelbench-v0``
+(PIKE's evaluator calls ``model.eval()``), training mode under ``kernelbench`` (KernelBench's never
+does). A kernel that folds BatchNorm's running statistics is right in eval mode and wrong in
+training mode, where the reference normalizes by the batch's statistics."""
+
+from __future__ import annotations
+
+import pytest
+
+from evokernel.config.schema import EvaluationConfig
+from evokernel.evaluation.baselines import software_versions
+from evokernel.evaluation.forkserver import ForkServer
+from evokernel.evaluation.loading import build_reference
+from evokernel.evaluation.profiles import PROFILES
+from evokernel.evaluation.request import EvaluationRequest
+from evokernel.evaluation.sandbox import run_sandboxed
+from evokernel.tasks import load_task
+from evokernel.types import Status
+from tests.core.corpus import FIXTURES, case_request, load_case
+from tests.core.test_rules import judged
+
+FOLDED = load_case(FIXTURES / "legit" / "linear_batchnorm_folded.py")
+
+
+MODES = [("strict", False), ("kernelbench", True), ("kernelbench-v0", False)]
+
+
+@pytest.mark.parametrize(("profile", "training"), MODES)
+def test_each_profile_names_the_mode_its_field_calls_models_in(profile: str, training: bool) -> None:
+    config = EvaluationConfig(profile=profile)
+    task = load_task(FOLDED.task)
+    request = EvaluationRequest.build(task, "", device="cpu", scale="small", evaluation=config)
+    assert request.training is training and PROFILES[profile].training is training
+    assert ("training mode" in PROFILES[profile].description) is training
+
+
+def test_a_reference_is_built_in_the_mode_asked_for() -> None:
+    import torch
+
+    from evokernel.evaluation.loading import load_source
+
+    task = load_source(FOLDED.task.read_text(), "evokernel_mode_probe", {})
+    assert not build_reference(task, torch.device("cpu")).training
+    assert build_reference(task, torch.device("cpu"), training=True).training
+
+
+def test_baselines_taken_in_training_mode_are_kept_apart() -> None:
+    """Eval mode keys as before (cached baselines stay valid); training mode adds itself."""
+    assert software_versions("cpu", "queued", training=False) == software_versions("cpu", "queued")
+    assert software_versions("cpu", "queued", training=True).endswith(" / training mode")
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_folded_batchnorm_is_judged_in_its_profiles_mode(profile: str, fork_server: ForkServer) -> None:
+    ev = judged(FOLDED, profile, fork_server)
+    assert ev.profile == profile
+    if PROFILES[profile].training:
+        verdict = (ev.status, ev.stage)
+        assert verdict == (Status.INCORRECT, "correctness"), f"{ev.status.value}: {ev.reason}"
+    else:
+        assert ev.status is Status.CORRECT, f"{ev.status.value} at {ev.stage}: {ev.reason}"
+
+
+def test_the_verify_path_builds_in_training_mode_too() -> None:
+    """The same through run_sandboxed's own launch (as ``evokernel verify`` does)."""
+    ev = run_sandboxed(case_request(FOLDED, "kernelbench"), FOLDED.timeout_s)
+    assert ev.status is Status.INCORRECT, f"{ev.status.value}: {ev.reason}"
+    assert "out of tolerance" in ev.reason
