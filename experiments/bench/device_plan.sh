@@ -54,10 +54,10 @@
 # Session 29's order for the next 1800 s, back to back on one warm machine: `window` then `hacks`
 # in one call (~480 s: the new side-stream test under all three profiles, the timing tests owed
 # since session 28, the hack corpus with a refusal's feedback kept); `kb` (~300 s: all 41 kernels
-# refused in session 29's verdicts, copy experiments/bench/data/field_verdicts_h200_s29_all.jsonl to
-# scratch/verdicts_all.jsonl first). Once the module mode per profile is built (issue 34's
-# closing note of session 29), `verdicts` again, three calls. Then launch-state, gpu1..gpu4, and
-# issue 35's next loaded pair.
+# refused in session 29's verdicts, in both modes: copy experiments/bench/data/
+# field_verdicts_h200_s29_all.jsonl to scratch/verdicts_all.jsonl first); then
+# `STREAM=verdicts_kb PROFILES=kernelbench verdicts` (the kernelbench profile now calls the models
+# in training mode: its verdicts change). Then launch-state, gpu1..gpu4, issue 35's next pair.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
@@ -177,12 +177,15 @@ case "$step" in
     # scratch/verdicts_all.jsonl, copy $OUT's there between calls)
     export TMPDIR=/tmp/tmp_verdicts
     mkdir -p "$TMPDIR"
-    stream=$TMPDIR/verdicts_all.jsonl
-    [ -f "$stream" ] || [ ! -f scratch/verdicts_all.jsonl ] || cp scratch/verdicts_all.jsonl "$stream"
+    # STREAM names another stream (a fresh run beside one on record, e.g. STREAM=verdicts_kb
+    # PROFILES=kernelbench after the models' mode changed, session 29)
+    name=${STREAM:-verdicts_all}
+    stream=$TMPDIR/$name.jsonl
+    [ -f "$stream" ] || [ ! -f "scratch/$name.jsonl" ] || cp "scratch/$name.jsonl" "$stream"
     timeout -s INT "${CUT:-570}" python3 -u experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles "${PROFILES:-strict,kernelbench,kernelbench-v0}" --concurrency 16 \
       --baselines "$TMPDIR/baselines.db" --stream "$stream" --resume 2>&1 | grep -v '^\[' | tail -60
-    cp "$stream" "$OUT/bench/verdicts_all.jsonl"
+    cp "$stream" "$OUT/bench/$name.jsonl"
     wc -l < "$stream"
     ;;
   kb)
