@@ -12,6 +12,7 @@ from typing import Any
 
 from evokernel.config.schema import EvaluationConfig
 from evokernel.evaluation.isolation import check
+from evokernel.evaluation.profiles import PROFILES
 from evokernel.evaluation.profiling.summary import profile_lines
 from evokernel.evaluation.request import build_request
 from evokernel.evaluation.sandbox import run_sandboxed
@@ -85,7 +86,8 @@ def report_dict(evaluation: Evaluation) -> dict[str, Any]:
 
 def format_report(evaluation: Evaluation) -> str:
     lines = [f"status: {evaluation.status.value}" + (f" ({evaluation.stage})" if evaluation.stage else "")]
-    lines.append(f"profile: {evaluation.profile}")
+    known = PROFILES.get(evaluation.profile)  # what the verdict's contract was, the models' mode included
+    lines.append(f"profile: {evaluation.profile}" + (f" ({known.description})" if known else ""))
     if evaluation.reason:
         lines.append(f"reason: {evaluation.reason}")
     if evaluation.ok and evaluation.speedup_eager is not None:

@@ -66,3 +66,12 @@ def test_the_verify_path_builds_in_training_mode_too() -> None:
     ev = run_sandboxed(case_request(FOLDED, "kernelbench"), FOLDED.timeout_s)
     assert ev.status is Status.INCORRECT, f"{ev.status.value}: {ev.reason}"
     assert "out of tolerance" in ev.reason
+
+
+def test_verify_says_which_mode_the_verdict_was_reached_in() -> None:
+    from evokernel.evaluation.verify import format_report
+    from evokernel.types import Evaluation
+
+    kernelbench = format_report(Evaluation(Status.CORRECT, profile="kernelbench"))
+    assert "profile: kernelbench (" in kernelbench and "training mode (KernelBench today)" in kernelbench
+    assert "eval mode" in format_report(Evaluation(Status.INCORRECT, profile="strict"))
