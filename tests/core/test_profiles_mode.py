@@ -16,7 +16,7 @@ from evokernel.evaluation.request import EvaluationRequest
 from evokernel.evaluation.sandbox import run_sandboxed
 from evokernel.tasks import load_task
 from evokernel.types import Status
-from tests.core.corpus import FIXTURES, case_request, load_case
+from tests.core.corpus import FAST_CPU_TIMING, FIXTURES, case_request, load_case
 from tests.core.test_rules import judged
 
 FOLDED = load_case(FIXTURES / "legit" / "linear_batchnorm_folded.py")
@@ -75,3 +75,49 @@ def test_verify_says_which_mode_the_verdict_was_reached_in() -> None:
     kernelbench = format_report(Evaluation(Status.CORRECT, profile="kernelbench"))
     assert "profile: kernelbench (" in kernelbench and "training mode (KernelBench today)" in kernelbench
     assert "eval mode" in format_report(Evaluation(Status.INCORRECT, profile="strict"))
+
+
+GUARDED = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.bn = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        h = self.bn(self.linear(x))
+        if self.training:  # what published kernels do: their kernel only for inference
+            return torch.relu(h)
+        y = torch.empty_like(h)
+        _relu[(triton.cdiv(h.numel(), 1024),)](h, y, h.numel(), BLOCK=1024)
+        return y
+"""
+
+
+def test_an_own_kernel_refusal_in_training_mode_says_the_mode(fork_server: ForkServer) -> None:
+    """A kernel kept for eval mode behind ``if self.training``: accepted in eval mode, refused by
+    own-kernel under kernelbench, whose reason says the models ran in training mode."""
+    task = load_task(FOLDED.task)
+    for profile, accepted in (("kernelbench-v0", True), ("kernelbench", False)):
+        config = EvaluationConfig(profile=profile, compile_baseline="off")
+        request = EvaluationRequest.build(
+            task, GUARDED, device="cpu", scale="small", timing=FAST_CPU_TIMING, evaluation=config
+        )
+        ev = run_sandboxed(request.to_json(), 300, launcher=fork_server.spawn)
+        if accepted:
+            assert ev.status is Status.CORRECT, f"{profile}: {ev.status.value}: {ev.reason}"
+        else:
+            assert "rule own-kernel" in ev.reason and "training mode" in ev.reason, ev.reason
