@@ -80,10 +80,12 @@ def test_only_default_size_correct_fails_on_variant(axpy_task: Task) -> None:
     process, or lands harmlessly, and then the unseen n=1003 leaves 3 outputs unwritten (NaN from
     the poisoned allocator). The last case happened once in a fresh-clone CI run (session 8); a
     worker that hung on its corrupted heap until the timeout once in five runs on a loaded 2-core
-    machine (session 14). Whatever the corruption does, the kernel is never accepted."""
+    machine (session 14), and in 2 of 3 runs on the same machine in session 29, each costing the
+    suite the whole timeout. Whatever the corruption does, the kernel is never accepted; a run that
+    does not hang takes ~7 s, so 30 s bounds what a hang costs without cutting the others short."""
     assert axpy_task.seed_source is not None
     hard = axpy_task.seed_source.replace("n = x.numel()", "n = 1000")
-    ev = run_sandboxed(request(axpy_task, hard), timeout_s=120)
+    ev = run_sandboxed(request(axpy_task, hard), timeout_s=30)
     assert ev.status in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.CRASHED, Status.TIMEOUT), ev
     if ev.status is Status.INCORRECT:
         assert ev.reason.startswith(("variant 1 ", "unseen variant ")), ev.reason
