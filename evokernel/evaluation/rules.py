@@ -148,15 +148,15 @@ RULES: tuple[Rule, ...] = (
 
 
 def broken_rule(
-    facts: CallFacts, kind: str, where: str, allow_torch: bool, fallback_note: str = ""
+    facts: CallFacts, kind: str, where: str, allow_torch: bool, own_kernel_note: str = ""
 ) -> tuple[str, str] | None:
     """The first rule of :data:`RULES` that ``facts`` of a ``kind`` call break, as
-    ``(rule, reason)``; ``fallback_note`` is appended when own-kernel breaks (why a caught build
+    ``(rule, reason)``; ``own_kernel_note`` is appended when own-kernel breaks (why a caught build
     made the PyTorch fallback run)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of call {kind!r}")
     for rule in RULES:
         if kind in rule.kinds and (why := rule.broken(facts, allow_torch)):
-            note = fallback_note if rule.name == "own-kernel" else ""
+            note = own_kernel_note if rule.name == "own-kernel" else ""
             return rule.name, f"{where}: {why}{note}"
     return None

@@ -225,7 +225,7 @@ class Supervisor:
             **({"object_cache": self.objects.summary()} if self.objects and self.objects.counts else {}),
         }
 
-    def _fallback_note(self) -> str:
+    def _own_kernel_note(self) -> str:
         if self.request.training and not self.failed_builds:
             # Published kernels branch on self.training and keep their kernel for eval mode.
             return "; this profile calls the models in training mode, as KernelBench does"
@@ -246,7 +246,7 @@ class Supervisor:
             facts = rules.CallFacts.decode(raw)
         except rules.ProtocolViolation as exc:
             raise self.reject("protocol", f"{where}: {exc}") from exc
-        broken = rules.broken_rule(facts, kind, where, self.request.allow_torch, self._fallback_note())
+        broken = rules.broken_rule(facts, kind, where, self.request.allow_torch, self._own_kernel_note())
         if broken:
             raise self.reject(*broken)
 

@@ -86,16 +86,20 @@ def _trials(task: Any, entry: Any, trials: int, device: str, training: bool) -> 
     return {"kb_correct": passed == trials, "trials_passed": passed, "trials": trials, "max_abs_error": worst}
 
 
+def trains(profile: str) -> bool:
+    """``profile``'s field calls the models in training mode (evokernel.evaluation.profiles)."""
+    from evokernel.evaluation.profiles import PROFILES
+
+    return profile in PROFILES and PROFILES[profile].training
+
+
 def in_mode(result: dict[str, Any], profile: str) -> dict[str, Any]:
     """The check of ``result`` in the mode ``profile``'s field calls models in (a failure before
     any model ran, e.g. an import error, holds for both)."""
-    from evokernel.evaluation.profiles import PROFILES
-
     modes = result.get("modes")
     if not modes:
         return result
-    training = profile in PROFILES and PROFILES[profile].training
-    return dict(modes["train" if training else "eval"])
+    return dict(modes["train" if trains(profile) else "eval"])
 
 
 def run_one(args: argparse.Namespace, task_path: Path, solution: Path, builds: Path) -> dict[str, Any]:
@@ -163,13 +167,11 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         checks = dict(pool.map(check, wanted))
-    from evokernel.evaluation.profiles import PROFILES
-
     summary: dict[str, Any] = {"trials": args.trials, "tolerance": TOLERANCE, "profiles": {}}
     for profile in sorted({r["profile"] for r in rows}):
         mine = [r for r in rows if r["profile"] == profile and r["solution"] in checks]
         print(f"profile {profile}")
-        mode = "training" if profile in PROFILES and PROFILES[profile].training else "eval"
+        mode = "training" if trains(profile) else "eval"
         print(f"| kernel | verdict | rule | KernelBench-style check ({mode} mode) | max error |")
         print("|---|---|---|---|---|")
         agrees: Counter[str] = Counter()
