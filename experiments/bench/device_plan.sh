@@ -51,13 +51,12 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 29's order for the next 1800 s, back to back on one warm machine: `window` then `hacks`
-# in one call (~480 s: the new side-stream test under all three profiles, the timing tests owed
-# since session 28, the hack corpus with a refusal's feedback kept); `kb` (~300 s: all 41 kernels
-# refused in session 29's verdicts, in both modes: copy experiments/bench/data/
-# field_verdicts_h200_s29_all.jsonl to scratch/verdicts_all.jsonl first); then
-# `STREAM=verdicts_kb PROFILES=kernelbench verdicts` (the kernelbench profile now calls the models
-# in training mode: its verdicts change). Then launch-state, gpu1..gpu4, issue 35's next pair.
+# Session 30's order for the next 1800 s, back to back on one warm machine: `kb` of the 34 kernels
+# the kernelbench profile newly refuses in training mode (~300 s: cp experiments/bench/data/
+# field_verdicts_h200_s30_kernelbench_training.jsonl scratch/verdicts_kb.jsonl and
+# experiments/bench/data/kb_check_h200_s30.jsonl scratch/kb_s30.jsonl first: the 41 checked there
+# are not run again; a later stream's verdict replaces an earlier one's, verdicts_kb after verdicts_all); then issue 35's next loaded pair (run1, run2: the out-of-sample check of the
+# window spreads) and quiet; then gpu1..gpu4 (not run since session 28's tree).
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
@@ -190,10 +189,14 @@ case "$step" in
     ;;
   kb)
     # issue 34: the KernelBench-style check of every kernel the profile runs refused, from their
-    # streams copied here into scratch/ (carried): scratch/verdicts_*.jsonl
+    # streams copied here into scratch/ (carried): scratch/verdicts_*.jsonl; kernels checked before
+    # (scratch/kb_*.jsonl, earlier calls' kb.jsonl) are not run again
+    shopt -s nullglob
+    checked=(scratch/kb_*.jsonl)
     timeout 570 python3 -u experiments/bench/kb_check.py --tasks "$C/tasks" --solutions "$S/orig" \
       "$S/openevolve_pop_25_no_agents_300" "$S/openevolve_pop_10_no_agents_300" \
-      --verdicts scratch/verdicts_*.jsonl --jobs "${JOBS:-8}" --out "$OUT/bench/kb.jsonl" 2>&1 \
+      --verdicts scratch/verdicts_*.jsonl --checked "${checked[@]}" --jobs "${JOBS:-8}" \
+      --out "$OUT/bench/kb.jsonl" 2>&1 \
       | tee "$OUT/bench/kb.log" | tail -30
     ;;
   builds-ahead)

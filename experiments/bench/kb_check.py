@@ -11,7 +11,10 @@ the published corpus, which ``field_verdicts.py`` has already run confined.
     python3 experiments/bench/kb_check.py --tasks CORPUS/tasks --solutions CORPUS/solutions/orig ... \\
         --verdicts verdicts_strict.jsonl [--trials 3] [--jobs 8] [--out kb.jsonl]
 
-Without ``--all`` only the kernels the verdict streams refused are checked. Prints a table per
+Without ``--all`` only the kernels the verdict streams refused are checked; ``--checked`` reads
+earlier ``--out`` files and checks only the kernels they lack (a profile re-run that refuses a few
+more, e.g. session 30's kernelbench run in training mode); ``--no-run`` checks nothing and prints
+the tables of what was checked before, on any machine. Prints a table per
 profile (verdict, rule, what the check says, its max error) and, last, one JSON line: per profile,
 how many refusals the check agrees with (it fails them too) and which it passes, by rule.
 """
@@ -127,13 +130,23 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, type=Path, metavar=("TASK", "SOLUTION"), help=argparse.SUPPRESS)
     parser.add_argument("--tasks", type=Path)
     parser.add_argument("--solutions", type=Path, nargs="+")
-    parser.add_argument("--verdicts", type=Path, nargs="*", default=[], help="field_verdicts --stream files")
+    parser.add_argument(
+        "--verdicts",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="field_verdicts --stream files (a later one wins)",
+    )
     parser.add_argument("--all", action="store_true", help="check accepted kernels too")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600.0, help="per kernel, its build included")
     parser.add_argument("--out", type=Path, help="append each kernel's check here (JSON lines)")
+    parser.add_argument("--no-run", action="store_true", help="check nothing: tables from --checked alone")
+    parser.add_argument(
+        "--checked", type=Path, nargs="*", default=[], help="earlier --out files: not run again"
+    )
     args = parser.parse_args()
     if args.one:  # an exception fails the process: run_one reports its last line
         print(json.dumps(check_one(args.one[0], args.one[1], args.trials, args.device)))
@@ -141,17 +154,24 @@ def main() -> None:
     if args.tasks is None or not args.solutions:
         parser.error("--tasks and --solutions are required")
     by_name = {f"{s.parent.name}/{s.name}": (t, s) for t, s in pair_files(args.tasks, args.solutions)}
-    rows: list[dict[str, Any]] = []
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
     for path in args.verdicts:
-        latest = {}
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            latest[row["profile"], row["solution"]] = row  # a later line wins (a re-run)
-        rows += [r for r in latest.values() if args.all or r["status"] != "correct"]
+            latest[row["profile"], row["solution"]] = row  # a later line or file wins (a re-run)
+    rows = [r for r in latest.values() if args.all or r["status"] != "correct"]
     if not args.verdicts:
         rows = [{"profile": "-", "solution": n, "status": "-", "stage": "-", "reason": ""} for n in by_name]
-    wanted = sorted({r["solution"] for r in rows if r["solution"] in by_name})
-    print(f"{len(wanted)} kernels to check ({len(rows)} verdicts)", flush=True)
+    earlier: dict[str, dict[str, Any]] = {}
+    for path in args.checked:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            earlier[row["solution"]] = row  # a later line wins
+    wanted = sorted({r["solution"] for r in rows if r["solution"] in by_name} - earlier.keys())
+    if args.no_run:
+        print(f"not checked ({len(wanted)}): {' '.join(wanted)}")
+        wanted = []
+    print(f"{len(wanted)} kernels to check ({len(rows)} verdicts, {len(earlier)} checked before)", flush=True)
     os.environ.setdefault("MAX_JOBS", "2")  # --jobs builds at once share the node's cores
 
     builds = Path(tempfile.mkdtemp(prefix="kb_check_"))
@@ -166,7 +186,7 @@ def main() -> None:
         return name, result
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        checks = dict(pool.map(check, wanted))
+        checks = {**earlier, **dict(pool.map(check, wanted))}
     summary: dict[str, Any] = {"trials": args.trials, "tolerance": TOLERANCE, "profiles": {}}
     for profile in sorted({r["profile"] for r in rows}):
         mine = [r for r in rows if r["profile"] == profile and r["solution"] in checks]

@@ -140,3 +140,46 @@ def test_each_profile_is_checked_in_the_mode_its_field_calls_models_in(tmp_path:
     assert profiles["kernelbench-v0"]["mode"] == "eval" and profiles["kernelbench-v0"]["check_passes"] == {
         "incorrect/x": 1
     }
+
+
+def test_earlier_checks_are_reused_and_a_later_stream_replaces_a_verdict(tmp_path: Path) -> None:
+    """A profile re-run refuses one kernel more: ``--checked`` keeps the earlier check (it is not
+    run again: its recorded error stands), the later stream's verdict replaces the earlier one's,
+    and ``--no-run`` names the kernel no check covers instead of running it."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "1_Scale.py").write_text(TASK)
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "task_1.py").write_text(solution(FORWARDS["right"]))
+    row = {"profile": "kernelbench", "stage": "x", "reason": ""}
+    first = tmp_path / "verdicts_a.jsonl"
+    first.write_text(
+        "\n".join(
+            json.dumps(row | r)
+            for r in (
+                {"solution": "old/task_1.py", "status": "incorrect"},
+                {"solution": "new/task_1.py", "status": "correct"},
+            )
+        )
+    )
+    second = tmp_path / "verdicts_b.jsonl"
+    second.write_text(json.dumps(row | {"solution": "new/task_1.py", "status": "incorrect"}))
+    checked = tmp_path / "kb.jsonl"
+    recorded = {"kb_correct": False, "error": "recorded earlier"}
+    checked.write_text(
+        json.dumps({"solution": "old/task_1.py", "modes": {"eval": recorded, "train": recorded}})
+    )
+    command = [sys.executable, str(SCRIPT), "--tasks", str(tmp_path / "tasks"), "--device", "cpu"]
+    command += ["--solutions", str(tmp_path / "old"), str(tmp_path / "new"), "--jobs", "1"]
+    command += ["--verdicts", str(first), str(second), "--checked", str(checked)]
+    done = subprocess.run(
+        [*command, "--no-run"], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "not checked (1): new/task_1.py", lines
+    assert json.loads(lines[-1])["profiles"]["kernelbench"]["checked"] == 1
+    assert any("old/task_1.py" in line and "recorded earlier" in line for line in lines)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
+    summary = json.loads(done.stdout.strip().splitlines()[-1])["profiles"]["kernelbench"]
+    assert summary["checked"] == 2 and summary["check_fails_too"] == 1, summary
+    assert summary["check_passes"] == {"incorrect/x": 1}
