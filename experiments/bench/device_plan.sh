@@ -51,13 +51,9 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 30's order for the next 1800 s, back to back on one warm machine: `kb` of the 34 kernels
-# the kernelbench profile newly refuses in training mode (~300 s: cp experiments/bench/data/
-# field_verdicts_h200_s30_kernelbench_training.jsonl scratch/verdicts_kb.jsonl and
-# experiments/bench/data/kb_check_h200_s30.jsonl scratch/kb_s30.jsonl first: the 41 checked there
-# are not run again; a later stream's verdict replaces an earlier one's, verdicts_kb after
-# verdicts_all); then issue 35's next loaded pair (run1, run2: the out-of-sample check of the
-# window spreads) and quiet; then gpu1..gpu4 (not run since session 28's tree).
+# Session 31's order for the next 1800 s, back to back on one warm machine: issue 35's next loaded
+# pair (run1, run2: the out-of-sample check of the window spreads) and quiet; then issue 37's
+# builds-ahead (or builds-both). Issue 34's kb and gpu1..gpu4 ran in session 31 (tree 0624887).
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
