@@ -16,6 +16,7 @@ out-of-memory compiler (not the source's fault: built again next time).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evokernel.evaluation import host_binding, sessions
+from evokernel.evaluation.build_clock import BuildClock
 from evokernel.evaluation.object_files import copy_object
 from evokernel.evaluation.workspace import read_tail
 
@@ -48,13 +50,15 @@ TRANSIENT = re.compile(
 @dataclass(frozen=True)
 class BuildRun:
     """What one confined build did: ninja's exit code, the log's tail, its wall and core seconds,
-    and whether its host binding's ``main.o`` came from the cache (host_binding.py)."""
+    whether its host binding's ``main.o`` came from the cache (host_binding.py), and the seconds
+    the node held it back (build_clock.py), by which its deadline moved."""
 
     code: int
     output: str
     seconds: float
     cpu_s: float
     host_reused: bool = False
+    held_s: float = 0.0
 
 
 def run(
@@ -64,17 +68,20 @@ def run(
     extra_read: list[str],
     env: dict[str, str],
     hosts: Path | None = None,
+    max_held_s: float = 0.0,
 ) -> BuildRun:
     """ninja in ``staging``, confined, in its own session; raises ``TimeoutError`` at ``deadline``
-    (``time.perf_counter``), after killing every member of the session. ``hosts``: where compiled
-    host bindings are kept (the cache root's ``hosts/``), None to compile ``main.cpp`` every time."""
+    (``time.perf_counter``) plus the seconds the node held the build back, up to ``max_held_s``
+    (build_clock.py; 0: the wall clock alone), after killing every member of the session.
+    ``hosts``: where compiled host bindings are kept (the cache root's ``hosts/``), None to
+    compile ``main.cpp`` every time."""
     found = None
     if hosts is not None and isolation != "off":
         ninja = (staging / "build.ninja").read_text().replace(str(staging), host_binding.PLACEHOLDER)
         main_cpp = staging / "main.cpp"
         found = host_binding.plan(ninja, main_cpp.read_text()) if main_cpp.is_file() else None
     if found is None:
-        return _runs(deadline, _start(staging, isolation, extra_read, env))
+        return _runs(deadline, max_held_s, _start(staging, isolation, extra_read, env))
     host = Path(tempfile.mkdtemp(prefix=f"{staging.name}-host-", dir=staging.parent))
     try:
         host_binding.write_host_dir(found, staging, host)
@@ -89,18 +96,24 @@ def run(
             starts = [_start(host, isolation, extra_read, env)]
             if found.targets:
                 starts.append(_start(staging, isolation, extra_read, env, found.targets))
-            first = _runs(deadline, *starts)
+            first = _runs(deadline, max_held_s, *starts)
             if first.code != 0:
                 return first
             copy_object(host / "main.o", kept)
         host_binding.link_through(found, staging, host)
-        last = _runs(deadline, _start(staging, isolation, [*extra_read, str(host)], env))
+        held = first.held_s if first is not None else 0.0
+        start = _start(staging, isolation, [*extra_read, str(host)], env)
+        last = _runs(deadline + held, max_held_s - held, start)
     finally:
         shutil.rmtree(host, ignore_errors=True)
     if first is None:
-        return BuildRun(last.code, last.output, last.seconds, last.cpu_s, host_reused=True)
+        return dataclasses.replace(last, host_reused=True)
     return BuildRun(
-        last.code, f"{first.output}{last.output}", first.seconds + last.seconds, first.cpu_s + last.cpu_s
+        last.code,
+        f"{first.output}{last.output}",
+        first.seconds + last.seconds,
+        first.cpu_s + last.cpu_s,
+        held_s=first.held_s + last.held_s,
     )
 
 
@@ -131,11 +144,12 @@ def _start(
     return _Started(proc, log)
 
 
-def _runs(deadline: float, *started: _Started) -> BuildRun:
+def _runs(deadline: float, max_held_s: float, *started: _Started) -> BuildRun:
     """Wait for builds started at once; the first non-zero exit code, every log, the core-seconds
-    of all. ``wait4`` (which ``Popen.wait`` does not expose) gives each build's CPU time and that
-    of everything it reaped (ninja reaps its compilers)."""
+    of all, the seconds the node held them back. ``wait4`` (which ``Popen.wait`` does not expose)
+    gives each build's CPU time and that of everything it reaped (ninja reaps its compilers)."""
     begin = time.perf_counter()
+    clock = BuildClock([s.proc.pid for s in started], max_held_s)
     try:
         while any(s.code is None for s in started):
             for s in started:
@@ -145,7 +159,7 @@ def _runs(deadline: float, *started: _Started) -> BuildRun:
                         s.code = s.proc.returncode = os.waitstatus_to_exitcode(status)
                         s.cpu_s = usage.ru_utime + usage.ru_stime
             if any(s.code is None for s in started):
-                if time.perf_counter() >= deadline:
+                if time.perf_counter() >= deadline + clock.look():
                     raise TimeoutError("the extension build outlived the evaluation's timeout")
                 time.sleep(POLL_S)
     finally:
@@ -156,7 +170,8 @@ def _runs(deadline: float, *started: _Started) -> BuildRun:
     code = next((s.code for s in started if s.code), 0)
     # The logs sit where the confined builds could write: read as any untrusted file is.
     output = "".join(read_tail(s.log) for s in started)
-    return BuildRun(code or 0, output, time.perf_counter() - begin, sum(s.cpu_s for s in started))
+    seconds = time.perf_counter() - begin
+    return BuildRun(code or 0, output, seconds, sum(s.cpu_s for s in started), held_s=clock.held_s)
 
 
 def deterministic_failure(code: int, output: str) -> bool:

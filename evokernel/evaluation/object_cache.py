@@ -117,6 +117,10 @@ class ObjectCache:
     build_s: float = 0.0
     # Core-seconds of this candidate's builds, here or on a build node (confined_build.py).
     build_cpu_s: float = 0.0
+    # Seconds this node held the builds made here back (build_clock.py), by which the
+    # evaluation's deadline moves, up to max_held_s (the supervisor's timeout; 0: none).
+    max_held_s: float = 0.0
+    held_s: float = 0.0
     off_reason: str = ""
     # What the build pool did: objects built there per node, failures answered from the cache,
     # builds re-run after a node was lost, and why a build fell back to this node.
@@ -164,6 +168,7 @@ class ObjectCache:
             **self.counts,
             "build_s": round(self.build_s, 2),
             **({"build_cpu_s": round(self.build_cpu_s, 2)} if self.build_cpu_s else {}),
+            **({"build_held_s": round(self.held_s, 2)} if self.held_s else {}),
             **self.extra,
             **({"off": self.off_reason} if self.off_reason else {}),
         }
@@ -226,7 +231,11 @@ class ObjectCache:
                 self.extra["pool_fallback_reason"] = str(exc)[:300]
         hosts = self._dir("hosts")
         with stepped_out(self.gate, deadline) as waited:
-            run = confined_build.run(staging, deadline, self.isolation, self.extra_read, self.env, hosts)
+            room = self.max_held_s - self.held_s
+            run = confined_build.run(
+                staging, deadline, self.isolation, self.extra_read, self.env, hosts, max_held_s=room
+            )
+        self.held_s += run.held_s
         if "back_wait_s" in waited:  # seconds the build's evaluation waited for an active place again
             self.extra["back_wait_s"] = round(self.extra.get("back_wait_s", 0.0) + waited["back_wait_s"], 3)
         self.build_cpu_s += run.cpu_s

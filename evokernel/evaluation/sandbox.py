@@ -77,10 +77,12 @@ MAX_RESULT_BYTES = 16 << 20
 
 
 def hard_limit_s(request: EvaluationRequest, timeout_s: float) -> float:
-    """When the whole group is killed from outside: the timeout, the supervisor's grace, and the
-    most the supervisor may wait for its GPU lock (those waits extend its own deadline)."""
+    """When the whole group is killed from outside: the timeout, the supervisor's grace, the
+    most the supervisor may wait for its GPU lock, and the most the node may hold its builds
+    back (the timeout again: build_clock.py); both extend the supervisor's own deadline."""
     waits = request.gpu_lock.max_wait_s if request.gpu_lock is not None else 0.0
-    return timeout_s + SUPERVISOR_GRACE_S + waits
+    held = timeout_s if request.object_cache else 0.0
+    return timeout_s + SUPERVISOR_GRACE_S + waits + held
 
 
 def run_sandboxed(

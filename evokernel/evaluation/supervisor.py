@@ -77,6 +77,9 @@ class Supervisor:
                 # evaluation.builds=pool: misses go to the Ray build pool through the actor.
                 pool=request.build_pool,
                 gate=request.build_gate,
+                # A build the node held back moves the deadline, as the GPU lock's waits do
+                # (build_clock.py), by the timeout at most.
+                max_held_s=request.timeout_s,
             )
         # load_inline builds that failed while the candidate was imported and that it caught.
         self.failed_builds: list[str] = []
@@ -95,7 +98,12 @@ class Supervisor:
 
     @property
     def deadline(self) -> float:
-        return self.base_deadline + self.gpu.waited_s
+        return self.base_deadline + self.gpu.waited_s + self.build_held_s
+
+    @property
+    def build_held_s(self) -> float:
+        """Seconds the node held this candidate's builds back (build_clock.py)."""
+        return self.objects.held_s if self.objects is not None else 0.0
 
     # ---- the worker link ------------------------------------------------------------------
     def ask(
@@ -144,17 +152,22 @@ class Supervisor:
             header, blob = channel.recv(sock)
             answer = self._decoded(header, kind)
             while isinstance(answer, replies.BuildRequest):
-                channel.send(sock, self._build(answer.call, deadline))
+                held = self.build_held_s
+                reply = self._build(answer.call, deadline)
+                deadline += self.build_held_s - held
+                channel.send(sock, reply)
                 sock.settimeout(max(0.001, deadline - time.perf_counter()))
                 header, blob = channel.recv(sock)
                 answer = self._decoded(header, kind)
         except TimeoutError as exc:
             worker.kill()
             what = f"{command['op']} {command.get('index', '')}".strip()
+            held_s = self.build_held_s
+            also = f" (and {held_s:.0f} s its builds were held back)" if held_s >= 1 else ""
             raise StageFailure(
                 Status.TIMEOUT,
                 self.stage,
-                f"killed after the {self.request.timeout_s:.0f} s timeout during {what}",
+                f"killed after the {self.request.timeout_s:.0f} s timeout{also} during {what}",
                 f"the evaluation did not finish within {self.request.timeout_s:.0f} s ({self.stage})",
             ) from exc
         except (channel.ChannelError, OSError) as exc:

@@ -1,0 +1,171 @@
+"""A build's own clock (evaluation/build_clock.py): what the node takes from a build moves its
+deadline; what the build spends itself does not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from evokernel.evaluation import sessions
+from evokernel.evaluation.build_clock import BuildClock
+from evokernel.evaluation.object_cache import ObjectCache
+
+from .test_build_pool import call, fresh, needs_isolation
+
+# A compiler's stand-in: a parent that waits on a child that spins for SPIN_S of CPU time.
+SPIN_S = 1.5
+TREE = (
+    "import subprocess, sys\n"
+    "subprocess.run([sys.executable, '-c', "
+    "'import time\\nwhile time.process_time() < {spin}: pass'])\n"
+)
+
+
+@contextmanager
+def spinners(cpu: int, count: int) -> Iterator[None]:
+    """``count`` processes spinning on ``cpu``."""
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+    try:
+        time.sleep(0.3)  # on their CPU before the build starts
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def watched(cpu: int, cap_s: float = 60.0) -> tuple[BuildClock, float]:
+    """A build-like tree pinned to ``cpu``, watched as confined_build watches a build: (its clock,
+    its wall seconds)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE.format(spin=SPIN_S)], preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
+    )
+    clock = BuildClock([proc.pid], cap_s)
+    while proc.poll() is None:
+        clock.look()
+        time.sleep(0.02)
+    return clock, time.perf_counter() - start
+
+
+needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin apart")
+
+
+@needs_two_cpus
+def test_a_build_alone_on_its_cpu_is_held_back_hardly_at_all() -> None:
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, os.sched_getaffinity(0) - {cpu})  # the watcher keeps off the build's CPU
+    try:
+        clock, wall = watched(cpu)
+    finally:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) | {cpu})
+    assert wall >= SPIN_S
+    assert clock.held_s < 0.25 * wall, (clock.held_s, wall)
+    assert clock.stopped_s == 0.0
+
+
+@needs_two_cpus
+def test_a_build_sharing_its_cpu_with_two_spinners_is_held_back_by_its_wait() -> None:
+    """Three runnable processes on one CPU: the build's compiler waits ~2/3 of the time, and the
+    wall it took past its own ~SPIN_S is what the clock gives back."""
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, os.sched_getaffinity(0) - {cpu})
+    try:
+        with spinners(cpu, 2):
+            clock, wall = watched(cpu)
+    finally:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) | {cpu})
+    assert wall > 2 * SPIN_S, wall  # it was held back
+    assert 0.4 * wall < clock.held_s < wall, (clock.held_s, wall)
+    assert abs((wall - clock.held_s) - SPIN_S) < 0.5 * SPIN_S, (clock.held_s, wall)
+
+
+def test_a_stopped_build_is_held_back_for_the_whole_stop_and_the_credit_is_capped() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", TREE.format(spin=0.5)], start_new_session=True)
+    clock = BuildClock([proc.pid], cap_s=60.0)
+    capped = BuildClock([proc.pid], cap_s=0.4)
+    os.killpg(proc.pid, signal.SIGSTOP)
+    stopped = time.perf_counter()
+    while time.perf_counter() - stopped < 1.5:
+        clock.look()
+        capped.look()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGCONT)
+    proc.wait()
+    assert 1.0 < clock.held_s < 2.0, clock.held_s
+    assert clock.stopped_s == pytest.approx(clock.held_s, abs=0.3)
+    assert capped.held_s == pytest.approx(0.4)
+
+
+def test_a_watcher_that_did_not_run_for_a_while_counts_the_gap() -> None:
+    """A quiet window stops the watching supervisor with the build: when it runs again the build
+    may be running too, and only the gap between its looks shows the stop."""
+    clock = BuildClock([os.getpid()], cap_s=60.0)
+    clock.look()
+    time.sleep(0.8)
+    assert clock.look() >= 0.8
+    assert BuildClock([os.getpid()], cap_s=0.0).look() == 0.0
+
+
+def stop_build_when_it_compiles(root: Path, stop_s: float) -> threading.Thread:
+    """Stop the session of the build staged under ``root`` for ``stop_s`` once its compiler runs,
+    as a quiet window stops a node's builds."""
+
+    def build_session() -> int | None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"object_build" in command and str(root).encode() in command:
+                return os.getsid(int(entry.name))
+        return None
+
+    def stop() -> None:
+        deadline = time.monotonic() + 60
+        sid = None
+        while sid is None and time.monotonic() < deadline:
+            sid = build_session()
+            time.sleep(0.02)
+        assert sid is not None
+        time.sleep(0.3)  # into the compile
+        members = sessions.session_members(sid, zombies=False)
+        for pid in members:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(stop_s)
+        for pid in members:
+            os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=stop, daemon=True)
+    thread.start()
+    return thread
+
+
+@needs_isolation
+def test_a_build_stopped_past_its_deadline_still_builds_and_says_how_long_it_was_held(
+    tmp_path: Path,
+) -> None:
+    """The deadline is 6 s away, the build is stopped for 7 s: by the wall it timed out; by its
+    own clock it had 6 s of its own and builds (a pybind11 extension: ~2 s of g++)."""
+    cache = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"}, max_held_s=60.0)
+    stopper = stop_build_when_it_compiles(tmp_path, stop_s=7.0)
+    fresh("evk_pool_61")
+    start = time.perf_counter()
+    reply = cache.answer(call(61), start + 6.0)
+    stopper.join()
+    assert "object" in reply, reply
+    assert time.perf_counter() - start > 7.0
+    assert 6.0 < cache.held_s < 9.0, cache.held_s
+    assert cache.summary()["build_held_s"] == round(cache.held_s, 2)
