@@ -22,11 +22,10 @@ Five changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, ea
   of any torch header (half the nvcc core-seconds of ``torch/types.h``); a failure is built again
   as written (``tensor_cu_fallback``), not with ``light_cu`` first: a ``.cu`` that fails with the
   tensor header nearly always fails for its own code (an LLM's compile error, a CUDA 13 half
-  operator), and the light attempt then cost one more front end (5 s of one core for a misspelt
-  name, session 10; a compile's ~25 s when the error is past it) before the one that decides
-  (PIKE's orig/task_16: three failed builds past its timeout under load, session 30); the light
-  header rescued 2 of 76 tensor-header builds of the published corpus (session 24), each ~35
-  core-s cheaper than as written.
+  operator), and the light attempt then cost ~25 core-s more before the one that decides (PIKE's
+  orig/task_16: three failed builds past its timeout under load, session 30); the light header
+  rescued 2 of 76 tensor-header builds of the published corpus (session 24), each ~35 core-s
+  cheaper than as written.
 * **torch/types.h for torch/extension.h in a ``.cu``** (``light_cu``): real LLM-written kernels
   (PIKE, KernelBench) start the ``.cu`` with ``#include <torch/extension.h>`` although it only
   needs ``torch::Tensor`` and friends; the header adds the C++ frontend (``torch::nn``, optim,
