@@ -19,13 +19,8 @@ Five changes to a candidate's ``torch.utils.cpp_extension.load_inline`` call, ea
   attempt) is the call's own and is not retried (``cpp_failed``).
 * **The tensor header for torch's in a ``.cu``** (``tensor_cu``): a ``.cu`` whose torch names are
   all tensors, a few factories and dtypes gets :mod:`evokernel.evaluation.tensor_header` instead
-  of any torch header (half the nvcc core-seconds of ``torch/types.h``); a failure is built again
-  as written (``tensor_cu_fallback``), not with ``light_cu`` first: a ``.cu`` that fails with the
-  tensor header nearly always fails for its own code (an LLM's compile error, a CUDA 13 half
-  operator), and the light attempt then cost ~25 core-s more before the one that decides (PIKE's
-  orig/task_16: three failed builds past its timeout under load, session 30); the light header
-  rescued 2 of 76 tensor-header builds of the published corpus (session 24), each ~35 core-s
-  cheaper than as written.
+  of any torch header (half the nvcc core-seconds of ``torch/types.h``); a failure falls back to
+  ``light_cu`` where it applies, then to the call as written (``tensor_cu_fallback``).
 * **torch/types.h for torch/extension.h in a ``.cu``** (``light_cu``): real LLM-written kernels
   (PIKE, KernelBench) start the ``.cu`` with ``#include <torch/extension.h>`` although it only
   needs ``torch::Tensor`` and friends; the header adds the C++ frontend (``torch::nn``, optim,
@@ -199,8 +194,6 @@ def install(header_root: str | None, light: bool = True, workdir: Path | None = 
                     counts["cpp_failed"] += 1
                     raise
                 counts[f"{kind}_fallback"] += 1
-                if kind == "tensor_cu":
-                    break  # as written next: see the module's note
             else:
                 counts[kind] += 1
                 return module
@@ -265,7 +258,7 @@ NOTES = (
     ("lean_cu", "without torch's header in the .cu"),
     ("lean_cu_fallback", "rebuilt as written after failing without it"),
     ("tensor_cu", "with the tensor header for torch's in the .cu"),
-    ("tensor_cu_fallback", "rebuilt as written after failing with the tensor header"),
+    ("tensor_cu_fallback", "rebuilt after failing with the tensor header"),
     ("light_cu", "with torch/types.h for torch/extension.h in the .cu"),
     ("light_cu_fallback", "rebuilt as written after failing with torch/types.h"),
     ("cpp_failed", "not rebuilt as written: their C++ part, which no attempt changes, failed"),

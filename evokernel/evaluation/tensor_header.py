@@ -22,8 +22,7 @@ What it changes: which declarations the ``.cu`` sees, never a line of the candid
 ``torch::empty`` and friends resolve to ATen's functions instead of the autograd wrappers of
 ``torch/types.h``; the two differ only for ``requires_grad`` options, which a kernel's outputs do
 not set (and ATen refuses, loudly). A name the scan missed fails the build in the front end
-(~3 s); the call is then made as written (``tensor_cu_fallback``; inline_builds.py says why not
-``light_cu`` first).
+(~3 s); the call is then made as ``light_cu`` would, then as written (``tensor_cu_fallback``).
 """
 
 from __future__ import annotations
