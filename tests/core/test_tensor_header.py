@@ -155,3 +155,21 @@ def test_a_build_that_fails_with_the_tensor_header_is_made_with_torch_types_then
         if built_as != "as written":
             expected[built_as] = 1
         assert dict(inline_builds.counts) == expected
+
+
+def test_a_cu_the_tensor_header_cannot_take_still_gets_torch_types_then_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch::sqrt is not the tensor header's: the light header is the first attempt there."""
+    from evokernel.evaluation import inline_builds
+
+    source = KERNELBENCH_CU + "\nat::Tensor root(at::Tensor x) { return torch::sqrt(x); }\n"
+    made: list[dict[str, object]] = []
+    monkeypatch.setattr(cpp_extension, "load_inline", recorder(cpp_extension.load_inline, made, 1))
+    monkeypatch.setattr(inline_builds, "counts", inline_builds.Counter())
+    inline_builds.install(None)
+    assert cpp_extension.load_inline(**call(cuda_sources=source)) == "module"
+    assert len(made) == 2
+    assert "#include <torch/types.h>  /* evokernel light_cu" in str(made[0]["cuda_sources"])
+    assert made[1] == call(cuda_sources=source)
+    assert dict(inline_builds.counts) == {"light_cu_fallback": 1}
