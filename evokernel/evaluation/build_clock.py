@@ -19,8 +19,8 @@ tree (walked from its root through ``/proc/<pid>/task/<tid>/children`` every
   compiler of the node while a candidate is timed) holds the whole build for the interval;
 * **the watcher held**: the window stops the watching supervisor too (its session is one of the
   node's evaluations), so it may find the build running again when it looks next. The watcher
-  looks every few tens of milliseconds; a gap over :data:`GAP_S` between two looks is time it
-  was stopped or starved with the build, and counts whole.
+  looks every few tens of milliseconds; in a gap over :data:`GAP_S` between two looks, the time
+  it neither ran nor waited for a CPU (its own schedstat) is time it was stopped with the build.
 
 Time a compiler spends on a CPU, asleep or reading files is the build's own. Sampling misses the
 last interval of a process that exits between two looks (its wait then goes uncounted: the
@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from evokernel.evaluation.host_speed import schedstat
+from evokernel.evaluation.host_speed import own_schedstat, schedstat
 
 # A compile lasts seconds; a quiet window 2-8 s. Four looks a second cost ~0.1 ms each for a
 # build's ~6 processes and place a window's edges within a quarter second.
@@ -72,7 +72,8 @@ def state(pid: int) -> str:
 
 class BuildClock:
     """Seconds the build rooted at ``roots`` was held back (:attr:`held_s`), up to ``cap_s``;
-    call :meth:`look` every few tens of milliseconds, it reads the tree every :data:`PERIOD_S`."""
+    call :meth:`look` every few tens of milliseconds from one thread, it reads the tree every
+    :data:`PERIOD_S`."""
 
     def __init__(self, roots: Iterable[int], cap_s: float, period_s: float = PERIOD_S) -> None:
         self.roots = list(roots)
@@ -82,6 +83,7 @@ class BuildClock:
         self.stopped_s = 0.0
         self.waited_s = 0.0
         self._last = self._called = time.perf_counter()
+        self._own = own_schedstat()
         # pid -> (ns on a CPU, ns waiting on a run queue) at the last reading.
         self._seen: dict[int, tuple[int, int]] = {}
 
@@ -89,15 +91,16 @@ class BuildClock:
         """Read the tree if a period has passed; the seconds held back so far."""
         now = time.perf_counter()
         gap, self._called = now - self._called, now
+        own = own_schedstat()
+        own_s = (own[0] - self._own[0] + own[1] - self._own[1]) / 1e9
+        self._own = own
         if self.cap_s <= 0:
             return 0.0
-        if gap > GAP_S:  # the watcher itself did not run: stopped or starved with the build
-            self._last = now
-            self._seen = {pid: schedstat(f"/proc/{pid}/schedstat") for pid in tree(self.roots)}
-            self.stopped_s += gap
-            return self._credit(gap)
+        # A long gap in which the watcher neither ran nor waited for a CPU: it was stopped, and
+        # with it the build (a quiet window stops both), which may be running again by now.
+        watcher_stopped = max(0.0, gap - own_s) if gap > GAP_S else 0.0
         span = now - self._last
-        if span < self.period_s:
+        if span < self.period_s and not watcher_stopped:
             return self.held_s
         self._last = now
         members = tree(self.roots)
@@ -113,8 +116,10 @@ class BuildClock:
                 ran_before = waited_before = 0
             if ran > ran_before or waited > waited_before:
                 waits.append((waited - waited_before) / 1e9)
-        held = min(span, sum(waits) / len(waits)) if waits else 0.0
-        self.waited_s += held
+        waited_s = sum(waits) / len(waits) if waits else 0.0
+        held = min(span, watcher_stopped + waited_s)
+        self.stopped_s += min(held, watcher_stopped)
+        self.waited_s += held - min(held, watcher_stopped)
         return self._credit(held)
 
     def _credit(self, seconds: float) -> float:
