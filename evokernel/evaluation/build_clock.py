@@ -9,7 +9,7 @@ later stage's verdict belonged. The GPU lock's waits already extend a supervisor
 (gpulock.py: the pool's doing, not the candidate's); this does the same for a build's CPU.
 
 What counts as held back, from the scheduler's own figures for every process of the build's
-tree (walked from its root through ``/proc/<pid>/task/<tid>/children`` every
+tree (walked from its root through ``/proc/<pid>/task/<pid>/children`` every
 :data:`PERIOD_S`):
 
 * **waiting for a CPU**: ``/proc/<pid>/schedstat``'s run-queue wait (host_speed.schedstat), over
@@ -35,15 +35,16 @@ from collections.abc import Iterable
 
 from evokernel.evaluation.host_speed import own_schedstat, schedstat
 
-# A compile lasts seconds; a quiet window 2-8 s. Four looks a second cost ~0.1 ms each for a
-# build's ~6 processes and place a window's edges within a quarter second.
+# A compile lasts seconds; a quiet window 2-8 s. Four readings a second of a build's ~6 processes
+# cost ~0.3 ms each (2-core CI machine, busy) and place a window's edges within a quarter second.
 PERIOD_S = 0.25
 # The caller looks every ~20 ms (confined_build.POLL_S): a gap of half a second is not its sleep.
 GAP_S = 0.5
 
 
 def tree(roots: Iterable[int]) -> list[int]:
-    """``roots`` and every live descendant (children of any of their threads)."""
+    """``roots`` and every live descendant (the children of each one's main thread: ninja and the
+    compiler drivers start theirs from it)."""
     seen: list[int] = []
     todo = list(roots)
     while todo:
