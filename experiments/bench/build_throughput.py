@@ -67,7 +67,7 @@ class ModelNew(nn.Module):
 def build_figures(evaluations: list[Any]) -> dict[str, Any]:
     """Builds made by the supervisors (here) and by the pool (per node), and core-seconds each."""
     here = pooled = failed = hits = cached_failures = 0
-    cpu_s = 0.0
+    cpu_s = held_s = 0.0
     per_node: Counter[str] = Counter()
     for ev in evaluations:
         cache = ev.details.get("object_cache") or {}
@@ -79,6 +79,7 @@ def build_figures(evaluations: list[Any]) -> dict[str, Any]:
         hits += int(cache.get("hits", 0))
         cached_failures += int(cache.get("failed_cached", 0))
         cpu_s += float(cache.get("build_cpu_s", 0.0))
+        held_s += float(cache.get("build_held_s", 0.0))
     builds = here + pooled + failed - cached_failures
     return {
         "built_here": here,
@@ -88,6 +89,8 @@ def build_figures(evaluations: list[Any]) -> dict[str, Any]:
         "failed_from_cache": cached_failures,
         "hits": hits,
         "core_s_per_build": round(cpu_s / builds, 2) if builds else None,
+        # Seconds the node held the builds made here back (evaluation/build_clock.py).
+        "held_s_per_build": round(held_s / builds, 2) if builds else None,
     }
 
 

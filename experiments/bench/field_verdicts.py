@@ -151,6 +151,10 @@ async def evaluate_all(
             "lock": {
                 k: (ev.details.get("gpu_lock") or {}).get(k) for k in ("wait_s", "exclusive_s", "shared_s")
             },
+            # The seconds the node held the candidate's builds back, by which its deadline moved
+            # (evaluation/build_clock.py, session 31), and the builds' core-seconds.
+            "build_held_s": (ev.details.get("object_cache") or {}).get("build_held_s", 0.0),
+            "build_cpu_s": (ev.details.get("object_cache") or {}).get("build_cpu_s", 0.0),
             "ended_at": round(time.time(), 1),  # to line a verdict up with a device log (nvidia-smi)
         }
         done.append(row)
