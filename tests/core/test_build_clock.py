@@ -3,20 +3,20 @@ deadline; what the build spends itself does not."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from evokernel.evaluation import sessions
 from evokernel.evaluation.build_clock import BuildClock
 from evokernel.evaluation.object_cache import ObjectCache
 
@@ -142,40 +142,15 @@ def test_a_watcher_stopped_with_its_build_counts_the_stop_it_sat_through() -> No
     assert BuildClock([os.getpid()], cap_s=0.0).look() == 0.0
 
 
-def stop_build_when_it_compiles(root: Path, stop_s: float) -> threading.Thread:
-    """Stop the session of the build staged under ``root`` for ``stop_s`` once its compiler runs,
-    as a quiet window stops a node's builds."""
-
-    def build_session() -> int | None:
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"object_build" in command and str(root).encode() in command:
-                return os.getsid(int(entry.name))
-        return None
-
-    def stop() -> None:
-        deadline = time.monotonic() + 60
-        sid = None
-        while sid is None and time.monotonic() < deadline:
-            sid = build_session()
-            time.sleep(0.02)
-        assert sid is not None
-        time.sleep(0.3)  # into the compile
-        members = sessions.session_members(sid, zombies=False)
-        for pid in members:
-            os.kill(pid, signal.SIGSTOP)
-        time.sleep(stop_s)
-        for pid in members:
-            os.kill(pid, signal.SIGCONT)
-
-    thread = threading.Thread(target=stop, daemon=True)
-    thread.start()
-    return thread
+def bench() -> ModuleType:
+    """experiments/bench/build_clock.py as a module: its stopper stops a build as a quiet window
+    does, once its compiler runs."""
+    path = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "build_clock.py"
+    spec = importlib.util.spec_from_file_location("build_clock_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @needs_isolation
@@ -185,7 +160,7 @@ def test_a_build_stopped_past_its_deadline_still_builds_and_says_how_long_it_was
     """The deadline is 6 s away, the build is stopped for 7 s: by the wall it timed out; by its
     own clock it had 6 s of its own and builds (a pybind11 extension: ~2 s of g++)."""
     cache = ObjectCache(tmp_path, "required", [], {"PATH": "/usr/bin:/bin"}, max_held_s=60.0)
-    stopper = stop_build_when_it_compiles(tmp_path, stop_s=7.0)
+    stopper = bench().stopper(tmp_path, stop_s=7.0)
     fresh("evk_pool_61")
     start = time.perf_counter()
     reply = cache.answer(call(61), start + 6.0)
