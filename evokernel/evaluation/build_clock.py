@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable
 
 from evokernel.evaluation.host_speed import own_schedstat, schedstat
+from evokernel.evaluation.sessions import session_of
 
 # A compile lasts seconds; a quiet window 2-8 s. Four readings a second of a build's ~6 processes
 # cost ~0.3 ms each (2-core CI machine, busy) and place a window's edges within a quarter second.
@@ -60,15 +61,10 @@ def tree(roots: Iterable[int]) -> list[int]:
     return seen
 
 
-def state(pid: int) -> str:
-    """The process's state letter ('R', 'S', 'T', ...), '' when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return ""
-    rest = stat[stat.rfind(b")") + 2 :]
-    return rest[:1].decode()
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (a signal's stop, or a tracer's)."""
+    found = session_of(pid)
+    return found is not None and found[1] in (b"T", b"t")
 
 
 class BuildClock:
@@ -107,7 +103,7 @@ class BuildClock:
         members = tree(self.roots)
         figures = {pid: schedstat(f"/proc/{pid}/schedstat") for pid in members}
         seen, self._seen = self._seen, figures
-        if any(state(pid) in ("T", "t") for pid in members):
+        if any(stopped(pid) for pid in members):
             self.stopped_s += span
             return self._credit(span)
         waits: list[float] = []

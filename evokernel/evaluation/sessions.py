@@ -29,7 +29,7 @@ import time
 QUIET_SWEEPS = 4
 
 
-def _session_of(pid: int) -> tuple[int, bytes] | None:
+def session_of(pid: int) -> tuple[int, bytes] | None:
     """``pid``'s session id and state letter, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -61,7 +61,7 @@ def session_members(sid: int, zombies: bool = True) -> list[int]:
     wait only to be reaped, unless ``zombies``)."""
     members = []
     for pid in _pids_newest_first():
-        found = _session_of(pid)
+        found = session_of(pid)
         if found is not None and found[0] == sid and (zombies or found[1] != b"Z"):
             members.append(pid)
     return members
@@ -74,7 +74,7 @@ def _stop_fresh(sid: int, stopped: set[int]) -> bool:
     for pid in _pids_newest_first():
         if pid in stopped:
             continue
-        member = _session_of(pid)
+        member = session_of(pid)
         if member is None or member[0] != sid or member[1] == b"Z":  # a zombie cannot fork
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
