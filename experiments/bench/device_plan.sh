@@ -12,6 +12,7 @@
 #                     (all 45 in one call do not fit: session 24's reached the 40th at 570 s)
 #   gpu4              the GPU tests of every other file (object cache, pool, channel, isolation,
 #                     profiling; 415 s on an H100)
+#   gpu4-builds       gpu4's tests of the build path alone (isolation, object cache, pool; ~310 s)
 #   window            the GPU tests of timing alone: where a call starts (test_timing_gpu.py), the
 #                     window (confirmation, drain, the legit cases, the launch-bound comparison)
 #   run1              issue 35: loaded run 1 (kernelbench-v0, 16 in flight, cold caches), cut at 570 s
@@ -55,7 +56,7 @@
 # pair (run1, run2: the out-of-sample check of the window spreads) and quiet; then issue 37's
 # builds-ahead (or builds-both). Issue 34's kb and gpu1..gpu4 ran in session 31 (tree 0624887).
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -92,6 +93,13 @@ case "$step" in
   gpu4)
     timeout 570 python3 -m pytest -v --durations=10 -m gpu -p no:cacheprovider tests --ignore=tests/core/test_gpu.py \
       2>&1 | tee "$OUT/tests/gpu4.log" | tail -40
+    ;;
+  gpu4-builds)
+    # the GPU tests of the build path alone (confinement, object cache, pool builds, outputs back;
+    # ~310 s on the H200, session 31): after a change to builds when gpu4's 410 s do not fit
+    timeout 400 python3 -m pytest -v --durations=10 -m gpu -p no:cacheprovider tests/core/test_isolation.py \
+      tests/core/test_object_cache.py tests/core/test_pool.py tests/core/test_channel.py \
+      tests/core/test_hardware.py 2>&1 | tee "$OUT/tests/gpu4-builds.log" | tail -30
     ;;
   run1)
     export TMPDIR=/tmp/tmp_run1
