@@ -18,7 +18,7 @@ s) for the lock (2026-11-23, docs/benchmarks.md). What a timing may now overlap 
 candidate's warm-up call, or a trial whose hold was released early (below), and a slow
 candidate's call runs for seconds, through a whole window (the H200 runs of 2026-11-26: 9 of 41
 windows, the eager reference a median 2.15x slow); so the window first drains the GPU and gives
-itself up when it will not drain (timing_stage.quiet_window).
+itself up when it will not drain (timing_window.quiet_window).
 
 Two ``flock`` files in the actor's lock directory implement it with writer preference: a timing
 first takes the *turnstile* exclusively and keeps it until it holds the *gate* exclusively, while
@@ -153,7 +153,7 @@ class GpuLock:
                 self.shared_s += held
 
     def wait(self, seconds: float) -> None:
-        """Wait for the GPU without holding it (a timing window given up, timing_stage.quiet_window):
+        """Wait for the GPU without holding it (a timing window given up, timing_window.quiet_window):
         the pool's wait, not the candidate's, so it counts in ``waited_s`` as a lock wait does."""
         time.sleep(seconds)
         self.waited_s += seconds

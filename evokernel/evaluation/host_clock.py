@@ -77,7 +77,7 @@ def wall_medians(fn: Callable[[], Any], device: torch.device) -> dict[str, float
 IDLE_PROBE_MS = 0.15
 IDLE_PROBES = 3
 # Drains that clear take up to ~0.45 s (H200, 16 in flight); those that do not ran past 2 s, another
-# process's work beside the window (timing_stage.BUSY_WINDOWS gives such a window up).
+# process's work beside the window (timing_window.BUSY_WINDOWS gives such a window up).
 DRAIN_LIMIT_S = 1.0
 
 

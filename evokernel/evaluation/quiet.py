@@ -13,7 +13,7 @@ processes had already queued on the GPU to drain, and for no process outside the
 running kernels (clocks.wait_gpu_alone). SIGSTOP stops a process, not the kernels it queued: in 9
 of 41 windows of a 16-in-flight H200 run a stopped process's kernels ran through the window at
 20-87 % of the SMs (clocks.gpu_users); and a process that is not an evaluation is never stopped.
-So a window whose GPU will not drain is given up and asked for again (timing_stage.quiet_window).
+So a window whose GPU will not drain is given up and asked for again (timing_window.quiet_window).
 
 Nothing may stay stopped when the one who asked dies, so the stopping is done by a *keeper*, one
 small process per evaluator actor in a session of its own, not by the supervisor (a timeout kills
@@ -32,7 +32,7 @@ the supervisor's whole session) nor by the actor (Ray may kill it):
 * windows stop the node at most ``MAX_DUTY`` of any ``DUTY_WINDOW_S``: timings back to back would
   otherwise starve the evaluations that feed them (a window past that is granted without stopping
   anything and says so in ``details["gpu_lock"]["quiet"]``, ``over_duty``; the timing gives it
-  up and asks again later, timing_stage.quiet_window, keeping only its last); a window with
+  up and asks again later, timing_window.quiet_window, keeping only its last); a window with
   nothing to stop (one evaluation on the node) spends no duty and says nothing of it.
 
 Two timings on two GPUs of one node may overlap: the first to end continues the others while the

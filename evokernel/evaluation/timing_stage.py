@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -34,6 +33,7 @@ from evokernel.evaluation.loading import clone, flatten, make_inputs
 from evokernel.evaluation.pairing import Block, PairedRatio, PairingError, paired_ratios, with_window_spread
 from evokernel.evaluation.profiling import stage as profiling
 from evokernel.evaluation.timing import TimingSettings
+from evokernel.evaluation.timing_window import quiet_window
 from evokernel.evaluation.verdict import StageFailure, correct_evaluation
 from evokernel.evaluation.worker_timing import copy_values
 from evokernel.types import Evaluation, Status
@@ -237,55 +237,6 @@ def _paired_timing(
         }
         timer.close()
     return ratios[0], finished, blob
-
-
-# A window whose GPU stays busy with another context's work past the drain is given up and asked
-# for again, the node resumed and the GPU lock free in between: in a 16-in-flight H200 run 9 of 41
-# windows drained for 2 s and then timed beside another process's kernels at 20-87 % of the SMs,
-# stopped in 7 (clocks.gpu_users), their eager references a median 2.15x slow. The work is a slow
-# candidate's unlocked warm-up call or a trial whose hold was released early (gpulock.py): it ends,
-# or its evaluation's timeout ends it. Four windows 1 s apart did not outlast it: in two H200 runs
-# of session 22, 6 of 45 and 5 of 73 timings gave up all four (a slow candidate's work each time,
-# ~8 s), and 6 of the 11 kernels that moved over 5 % between the runs were among them; so the waits
-# double, ~15 s in all. A window the keeper grants over its duty limit stops nothing (quiet.py),
-# the very noise a quiet window removes (9 of 45 and 15 of 73 timings; in 9 of the 11 kernels that
-# moved), so it is given up as well, and the waits let the duty recover.
-BUSY_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
-BUSY_WINDOWS = len(BUSY_BACKOFF_S) + 1
-
-
-def quiet_window(
-    gpu: GpuLock,
-    device: torch.device,
-    pinning: Callable[[], contextlib.AbstractContextManager[cpu_pin.WindowCpu | None]],
-    drain: Callable[[torch.device], dict[str, Any]],
-    backoff_s: tuple[float, ...] = BUSY_BACKOFF_S,
-) -> tuple[contextlib.ExitStack, cpu_pin.WindowCpu | None, dict[str, Any]]:
-    """The timing window, to be entered: the GPU held exclusively (the node stopped, quiet.py),
-    the sides' threads on one CPU (``pinning``), and the GPU drained of what others had queued
-    (``drain``: clocks.wait_gpu_alone, which also waits out another process running kernels).
-    A window that will not drain, or in which the keeper stopped nothing (over its duty limit),
-    is given up and asked for again after each wait of ``backoff_s`` in turn, the lock free, the
-    last window kept whatever it found. The drain's record counts the windows given up
-    (``busy_windows``) and, of those, the ones over the duty limit (``duty_windows``), and says
-    ``over_duty`` where the kept one was; the waits count as the GPU's (gpulock: they extend the
-    deadline)."""
-    duty = 0
-    for busy, backoff in enumerate((*backoff_s, 0.0)):
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(gpu.hold("time"))
-            over_duty = gpu.quiet.stopped_node is False
-            pinned = stack.enter_context(pinning())
-            last = busy == len(backoff_s)
-            drained = drain(device) if last or not over_duty else {}
-            if last or (drained.get("quiet", True) and not over_duty):
-                record = {**drained, "busy_windows": busy, "duty_windows": duty}
-                if over_duty:
-                    record["over_duty"] = True
-                return stack.pop_all(), pinned, record
-        duty += over_duty
-        gpu.wait(backoff)
-    raise AssertionError("unreachable: the last window is always kept")
 
 
 def _drop_incumbent(sup: Supervisor) -> None:

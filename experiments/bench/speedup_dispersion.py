@@ -152,7 +152,7 @@ def host_speed(row: dict[str, Any]) -> str:
 def stranger(row: dict[str, Any]) -> str:
     """Another process's kernels in the window (clocks.gpu_users): its peak SM % and state
     (``T``: stopped, its queued kernels still running), "-" for none, "" for rows from before it
-    was kept; ``+N`` windows given up first (timing_stage.BUSY_WINDOWS)."""
+    was kept; ``+N`` windows given up first (timing_window.BUSY_WINDOWS)."""
     gpu = row.get("gpu")
     if not gpu or "users" not in gpu:
         return ""

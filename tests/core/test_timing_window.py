@@ -1,6 +1,7 @@
-"""The timing window's GPU (evaluation/timing_stage.quiet_window): a window whose GPU will not
+"""The timing window's GPU (evaluation/timing_window.quiet_window): a window whose GPU will not
 drain, or in which the node's keeper stopped nothing (over its duty limit), is given up, the GPU
-lock free in between, and asked for again; on a real lock's files and a real keeper socket."""
+lock free in between, and asked for again; a GPU still busy after the backoffs is waited for up to
+the stranger patience; on a real lock's files and a real keeper socket."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import torch
 
 from evokernel.evaluation.clocks import wait_gpu_alone
 from evokernel.evaluation.gpulock import GpuLock
-from evokernel.evaluation.timing_stage import BUSY_WINDOWS, quiet_window
+from evokernel.evaluation.timing_window import BUSY_WINDOWS, quiet_window
 
 CPU = torch.device("cpu")
 # The stage's waits, shortened: these tests check which windows are kept, not how long they wait.
 BACKOFF_S = (0.5, 0.5, 0.05, 0.05, 0.05)
+# Their sum (1.15 s): a patience that ends with the backoffs gives up no window past them.
+BACKOFFS_ONLY = 1.15
 
 
 def gate_free(directory: Path) -> bool:
@@ -38,7 +41,7 @@ def gate_free(directory: Path) -> bool:
 
 
 def windows(
-    tmp_path: Path, answers: list[bool], lock: GpuLock | None = None
+    tmp_path: Path, answers: list[bool], lock: GpuLock | None = None, patience_s: float = BACKOFFS_ONLY
 ) -> tuple[dict[str, Any], list[bool], int]:
     """A window on a real GpuLock whose drains answer ``answers`` in turn: the kept window's record,
     whether the gate was held at each drain, and how often a watcher polling every 10 ms found it
@@ -65,7 +68,7 @@ def windows(
     watcher.start()
     try:
         window, pinned, record = quiet_window(
-            lock, CPU, lambda: contextlib.nullcontext(None), drain, BACKOFF_S
+            lock, CPU, lambda: contextlib.nullcontext(None), drain, BACKOFF_S, patience_s
         )
     finally:
         done.set()
@@ -88,6 +91,42 @@ def test_a_gpu_that_never_drains_is_timed_in_the_last_window_which_says_so(tmp_p
     record, held, _ = windows(tmp_path, [False] * BUSY_WINDOWS)
     assert record == {"drain_ms": 1.0, "quiet": False, "busy_windows": BUSY_WINDOWS - 1, "duty_windows": 0}
     assert held == [True] * BUSY_WINDOWS
+
+
+def test_a_gpu_busy_past_the_backoffs_is_waited_for_up_to_the_patience(tmp_path: Path) -> None:
+    """Session 32: a stranger's 37-40 s trials outlasted the backoffs; further windows are given
+    up at the last wait (0.05 s here) while the waits stay within the patience: 1.15 s of
+    backoffs, then three more waits within 1.31 s; the window after them is kept, and says so."""
+    record, held, _ = windows(tmp_path, [False] * 20, patience_s=BACKOFFS_ONLY + 3 * 0.05 + 0.01)
+    assert record == {
+        "drain_ms": 1.0,
+        "quiet": False,
+        "busy_windows": BUSY_WINDOWS - 1 + 3,
+        "duty_windows": 0,
+        "stranger_windows": 3,
+    }
+    assert held == [True] * (BUSY_WINDOWS + 3)
+
+
+def test_the_first_drained_window_past_the_backoffs_is_kept(tmp_path: Path) -> None:
+    record, held, _ = windows(tmp_path, [False] * (BUSY_WINDOWS + 1) + [True], patience_s=10.0)
+    assert record == {
+        "drain_ms": 1.0,
+        "quiet": True,
+        "busy_windows": BUSY_WINDOWS + 1,
+        "duty_windows": 0,
+        "stranger_windows": 2,
+    }
+    assert len(held) == BUSY_WINDOWS + 2
+
+
+def test_the_stranger_patience_keeps_half_the_evaluations_gpu_wait_allowance(tmp_path: Path) -> None:
+    """The waits extend the deadline up to the lock's ``max_wait_s`` (sandbox.hard_limit_s): the
+    patience takes at most half of it, so later lock waits keep room."""
+    lock = GpuLock(tmp_path, max_wait_s=2 * (BACKOFFS_ONLY + 0.05 + 0.01))
+    record, held, _ = windows(tmp_path, [False] * 20, lock, patience_s=60.0)
+    assert record["busy_windows"] == BUSY_WINDOWS and record["stranger_windows"] == 1, record
+    assert len(held) == BUSY_WINDOWS + 1
 
 
 def test_the_waits_between_windows_count_as_the_gpus(tmp_path: Path) -> None:
