@@ -9,7 +9,8 @@ both or neither; ``missed_shared``: how many had another process's kernels in a 
 median / p90 / worst |change| between the loaded runs, loaded vs quiet, whether each run's
 95 % interval held the other run's figure, and how much wider the intervals would have to be to
 hold 95 % of the changes (``interval_calibration``, with the between-window spread they miss),
-and the changes split by whether a side's host issuing outlasted its events (``by_issue``), and
+and the changes split by whether a side's host issuing outlasted its events (``by_issue``; the
+same over the kernels whose windows no other process shared in either run: ``unshared``), and
 each run's verdicts per minute (``throughput``: corpus_throughput.stream_throughput).
 ``launch_fast``: the same changes with each paired figure re-derived from its window's rounds
 whose eager dispatch reading (``round_dispatch_us``, read before each round) was within
@@ -247,6 +248,17 @@ def main() -> None:
     result["by_issue"] = {
         name: quantiles([c for k, c in between.items() if over[k] is flag])
         for name, flag in (("issue_over_event", True), ("covered", False))
+    }
+    # The same split over the kernels whose kept windows no other process's kernels shared in
+    # either run (session 32: a candidate's 37-40 s trials shared four of run 2's windows, three
+    # of the four worst changes; timing_window.STRANGER_PATIENCE_S now waits them out).
+    alone = {k for k in between if "%" not in stranger(a[k]) + stranger(b[k])}
+    result["unshared"] = {
+        "all": quantiles([between[k] for k in alone]),
+        **{
+            name: quantiles([between[k] for k in alone if over[k] is flag])
+            for name, flag in (("issue_over_event", True), ("covered", False))
+        },
     }
     # The intervals' calibration in each group: the spread between windows they miss differs by
     # ~10x (sessions 22-28: 2.9-4.1 % host-bound, 0-0.33 % the rest; timing.window_spread*).
