@@ -22,7 +22,7 @@
 #                     holds their builds: right after run1, or after run2, on the same warm
 #                     machine), cut at CUT s (default 300)
 #   run2              issue 35: loaded run 2, a fresh TMPDIR, cut at 570 s
-#                     (run1/run2/quiet take TIMING, a --timing override, e.g. TIMING=call_start=idle;
+#                     (run1/run2/quiet take CUT, s, and TIMING, a --timing override, e.g. TIMING=call_start=idle;
 #                     session 28's pair gated rounds on the launch path, since removed: round_gate.py)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
 #                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
@@ -52,9 +52,10 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 31's order for the next 1800 s, back to back on one warm machine: issue 35's next loaded
-# pair (run1, run2: the out-of-sample check of the window spreads) and quiet; then issue 37's
-# builds-ahead (or builds-both). Issue 34's kb and gpu1..gpu4 ran in session 31 (tree 0624887).
+# Session 32 ran run1, gpu4-builds + quiet (one call), run2 (CUT=585); the next 1800 s: gpu1..gpu3
+# (or window: test_gpu.py's stranger test now waits out the stranger patience, ~60 s more),
+# then issue 35's next pair (run1, run2: is the stranger patience seen?) or issue 37's
+# builds-ahead / builds-both.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
@@ -104,7 +105,7 @@ case "$step" in
   run1)
     export TMPDIR=/tmp/tmp_run1
     mkdir -p "$TMPDIR"
-    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    timeout -s INT "${CUT:-570}" python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/run1.jsonl" 2>&1 | tail -5
     ;;
   quiet)
@@ -118,7 +119,7 @@ case "$step" in
   run2)
     TMPDIR=$(mktemp -d)
     export TMPDIR
-    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    timeout -s INT "${CUT:-570}" python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency 16 ${TIMING:+--timing "$TIMING"} --stream "$OUT/bench/run2.jsonl" 2>&1 | tail -5
     ;;
   split1 | split2)
