@@ -7,6 +7,7 @@ valid keys at that level; a value of the wrong type names the key and the expect
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,12 @@ def _check(config: ExperimentConfig) -> None:
                 f"evaluation.timing.{key}={spread} must be at least 0 and under 1 (a relative spread "
                 "between timing windows, e.g. 0.04 for 4 %; 0 adds nothing to a window's interval)"
             )
+    patience = config.evaluation.timing.stranger_patience_s
+    if not 0 <= patience < math.inf:
+        raise ConfigError(
+            f"evaluation.timing.stranger_patience_s={patience} must be 0 (the backoffs alone) or more "
+            "seconds (e.g. 60: timing windows wait up to a minute in all for another process's kernels)"
+        )
     if config.evaluation.seeds < 2:
         raise ConfigError(
             "evaluation.seeds must be at least 2: one seed cannot tell a lucky kernel from a right one"

@@ -71,6 +71,13 @@ class TimingConfig:
     # are those upper ends, rounded, since the changes' tails are heavier than normal ones.
     window_spread: float = 0.003
     window_spread_host_bound: float = 0.04
+    # The most the timing windows wait, in all, for a GPU that another process's kernels keep
+    # busy (evaluation/timing_window.py): after 0.5-8 s backoffs (15.5 s), every 8 s more until
+    # this; then the window is kept beside them and says so. 60 s outlasts one 37-40 s trial of a
+    # slow candidate released by the GPU lock's patience (session 32, H200: such a trial shared
+    # four kept windows, figures off by 7-117 %); on a GPU another user's job shares for good,
+    # every evaluation waits this long for nothing, so 0 there (the backoffs alone).
+    stranger_patience_s: float = 60.0
     # How each flushed, event-timed call starts (evaluation/timed_calls.py, "Where a call starts"):
     # queued -- back to back behind its L2 flush, so the event window holds the GPU's time when the
     # host keeps ahead and the host's issue time less the flush's (~60-80 us) when it does not;

@@ -178,6 +178,7 @@ def _paired_timing(
         sup.device,
         lambda: cpu_pin.one_cpu(pins, claims, limit) if same_cpu else contextlib.nullcontext(None),
         lambda device: wait_gpu_alone(device, own),
+        stranger_patience_s=settings.stranger_patience_s,
     )
     with window, torch.no_grad():
         marks.append(time.perf_counter())

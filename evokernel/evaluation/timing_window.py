@@ -20,8 +20,9 @@ sixth beside it, and their figures moved 7-117 % from the other run's (three of 
 worst). A window kept with the GPU not drained times a side that the stranger time-slices and a
 side it hardly touches, so pairing does not cancel it. So the last window is not kept while the
 drain still finds work on the GPU: further windows are asked for at the last wait until the
-waits reach :data:`STRANGER_PATIENCE_S` (one such trial) or half the evaluation's GPU wait
-allowance, whichever is less; only then is a busy window kept, and its record says so. A window
+waits reach :data:`STRANGER_PATIENCE_S` (one such trial; ``evaluation.timing.stranger_patience_s``)
+or half the evaluation's GPU wait allowance, whichever is less; only then is a busy window kept,
+and its record says so. A window
 kept over the duty limit but drained is kept at once, as before: builds beside it move host-bound
 figures a few per cent (the pair above: over-duty windows median 0.2 % on the GPU-bound side),
 not the GPU's share.
@@ -35,15 +36,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from evokernel.config.timing_config import TimingConfig
+
 if TYPE_CHECKING:
     from evokernel.evaluation import cpu_pin
     from evokernel.evaluation.gpulock import GpuLock
 
 BUSY_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 BUSY_WINDOWS = len(BUSY_BACKOFF_S) + 1
-# The most the windows wait, in all, for a GPU that will not drain: one 37-40 s trial of session
-# 32's stranger and the backoffs before it.
-STRANGER_PATIENCE_S = 60.0
+# The most the windows wait, in all, for a GPU that will not drain (config/timing_config.py's
+# default, which says why).
+STRANGER_PATIENCE_S = TimingConfig.stranger_patience_s
 
 
 def quiet_window(

@@ -129,6 +129,13 @@ def test_the_stranger_patience_keeps_half_the_evaluations_gpu_wait_allowance(tmp
     assert len(held) == BUSY_WINDOWS + 1
 
 
+def test_no_patience_keeps_the_window_after_the_backoffs(tmp_path: Path) -> None:
+    """``evaluation.timing.stranger_patience_s`` 0: a GPU another user's job shares for good."""
+    record, held, _ = windows(tmp_path, [False] * 20, patience_s=0.0)
+    assert record["busy_windows"] == BUSY_WINDOWS - 1 and "stranger_windows" not in record, record
+    assert len(held) == BUSY_WINDOWS
+
+
 def test_the_waits_between_windows_count_as_the_gpus(tmp_path: Path) -> None:
     """A wait between windows is the pool's, not the candidate's: counted as a GPU wait, so the
     evaluation's deadline grows by it (supervisor.deadline)."""
