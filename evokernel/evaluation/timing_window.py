@@ -22,10 +22,9 @@ side it hardly touches, so pairing does not cancel it. So the last window is not
 drain still finds work on the GPU: further windows are asked for at the last wait until the
 waits reach :data:`STRANGER_PATIENCE_S` (one such trial; ``evaluation.timing.stranger_patience_s``)
 or half the evaluation's GPU wait allowance, whichever is less; only then is a busy window kept,
-and its record says so. A window
-kept over the duty limit but drained is kept at once, as before: builds beside it move host-bound
-figures a few per cent (the pair above: over-duty windows median 0.2 % on the GPU-bound side),
-not the GPU's share.
+and its record says so. A window kept over the duty limit but drained is kept at once, as
+before: builds beside it move host-bound figures a few per cent (the pair above: over-duty
+windows median 0.2 % on the GPU-bound side), not the GPU's share.
 """
 
 from __future__ import annotations
@@ -83,8 +82,8 @@ def quiet_window(
             pinned = stack.enter_context(pinning())
             drained = drain(device) if past_backoffs or not over_duty else {}
             quiet = drained.get("quiet", True)
-            patient = past_backoffs and not quiet and waited + last_wait <= room and last_wait > 0
-            if (quiet and (past_backoffs or not over_duty)) or (past_backoffs and not patient):
+            room_for_a_wait = last_wait > 0 and waited + last_wait <= room
+            if (quiet and not over_duty) or (past_backoffs and (quiet or not room_for_a_wait)):
                 record = {**drained, "busy_windows": busy, "duty_windows": duty}
                 if strangers:
                     record["stranger_windows"] = strangers
