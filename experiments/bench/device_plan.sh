@@ -208,10 +208,11 @@ case "$step" in
   builds-ahead)
     # issue 37: local builds without and with builds ahead (the supervisor's build out of the
     # active gate), side by side in one call: BUDGET (default 170) s each (session 25, H200: 225 s
-    # each did not fit 585 s: mode 1's warm-up built the precompiled header, 80 s)
+    # each did not fit 585 s: mode 1's warm-up built the precompiled header, 80 s); MODES
+    # overrides the list (MODES=local:-1: builds ahead alone)
     TMPDIR=$(mktemp -d)
     export TMPDIR
-    timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds local:0,local:-1 \
+    timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "${MODES:-local:0,local:-1}" \
       --count "${COUNT:-all}" --budget-s "${BUDGET:-170}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-local | builds-pool | builds-both)
