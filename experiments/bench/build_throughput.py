@@ -127,12 +127,41 @@ def gpu_memory_peak() -> Iterator[dict[str, int]]:
             out["peak_mib"] = max(used)
 
 
+def quiet_figures(evaluations: list[Any], wall_s: float) -> dict[str, Any]:
+    """What the timing windows cost the node's builds: windows that stopped it and those granted
+    over the keeper's duty limit (evaluation/quiet.py), and the share of the wall during which a
+    timing held the GPU exclusively (the node's builds stopped, unless over the duty limit)."""
+    records = [(ev.details.get("gpu_lock") or {}).get("quiet") or {} for ev in evaluations]
+    exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
+    return {
+        "windows": sum(int(r.get("windows", 0)) for r in records),
+        "over_duty": sum(int(r.get("over_duty", 0)) for r in records),
+        "exclusive_share": round(exclusive / wall_s, 3) if wall_s else None,
+    }
+
+
+def parse_mode(spec: str, default_ahead: int) -> tuple[str, int, dict[str, Any]]:
+    """``MODE[:AHEAD][/KEY=VALUE[+KEY=VALUE...]]``: the build mode, evaluation.builds_ahead and
+    evaluation.timing settings (JSON values), e.g. ``local:-1/quiet_builds=false``."""
+    head, _, timing = spec.partition("/")
+    mode, _, ahead = head.partition(":")
+    settings = {k: json.loads(v) for k, v in (item.split("=", 1) for item in timing.split("+") if item)}
+    return mode, int(ahead) if ahead else default_ahead, settings
+
+
 def run_mode(
-    args: argparse.Namespace, mode: str, ahead: int, files: list[Any], address: str | None, pinned: list[int]
+    args: argparse.Namespace,
+    mode: str,
+    ahead: int,
+    timing: dict[str, Any],
+    files: list[Any],
+    address: str | None,
+    pinned: list[int],
 ) -> Any:
     import torch
 
     from evokernel.config.schema import EvaluationConfig, RayConfig
+    from evokernel.config.timing_config import TimingConfig
     from evokernel.db import SolutionLibrary
     from evokernel.pool import EvaluatorPool
 
@@ -148,6 +177,7 @@ def run_mode(
         gpu_node_cores_kept=args.kept,
         builds_ahead=ahead,
         workers=1 if device == "cuda" else 0,
+        timing=TimingConfig(**timing),
     )
     with tempfile.TemporaryDirectory() as tmp:
         library = SolutionLibrary(Path(tmp) / "baselines.db")
@@ -197,6 +227,10 @@ def run_mode(
         "gpu_node_cores_busy": busy_share(before, after, pinned) if pinned else None,
         # Builds ahead keep more candidates' processes alive at once: the GPU memory they hold.
         "gpu_memory_peak_mib": memory.get("peak_mib"),
+        "timing_settings": timing,
+        "quiet": quiet_figures(evaluations, done["figures"]["wall_s"]),
+        # Seconds from the clock's start to each verdict: the rate's course, fill and after.
+        "done_at_s": sorted(round(r["done_at_s"]) for r in done["rows"]),
     }
     return hardware, figures
 
@@ -214,7 +248,8 @@ def main() -> None:
         "--builds",
         default="local,pool",
         help="modes in order, each local or pool, optionally :AHEAD (local:0,local: without and with "
-        "builds ahead, side by side)",
+        "builds ahead, side by side) and /KEY=VALUE[+KEY=VALUE] timing settings "
+        "(local:-1,local:-1/quiet_builds=false: with and without quiet windows' stopped builds)",
     )
     parser.add_argument(
         "--concurrency", type=int, default=16, help="candidates in flight (0: the pool's default, 8 a GPU)"
@@ -246,8 +281,8 @@ def main() -> None:
     if args.split and args.kept < 0:
         args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
     modes = [m.strip() for m in args.builds.split(",") if m.strip()]
-    if not modes or any(m.split(":")[0] not in ("local", "pool") for m in modes):
-        parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD")
+    if not modes or any(m.split("/")[0].split(":")[0] not in ("local", "pool") for m in modes):
+        parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD and /TIMING")
     files = corpus_files(args)
     results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
     print(f"{len(files)} distinct files", flush=True)
@@ -258,10 +293,8 @@ def main() -> None:
         address, pinned = split if split else (None, [])
         try:
             for spec in modes:
-                mode, _, ahead = spec.partition(":")
-                results["hardware"], figures = run_mode(
-                    args, mode, int(ahead) if ahead else args.ahead, files, address, pinned
-                )
+                mode, ahead, timing = parse_mode(spec, args.ahead)
+                results["hardware"], figures = run_mode(args, mode, ahead, timing, files, address, pinned)
                 results["modes"][spec] = figures
                 print(f"{spec}: {json.dumps(figures)}", flush=True)
                 if address is None:
@@ -282,6 +315,12 @@ def main() -> None:
         results["per_min_vs_first"] = {
             spec: round(results["modes"][spec]["per_min_per_gpu"] / max(first, 1e-9), 2) for spec in done[1:]
         }
+        first_steady = results["modes"][done[0]]["steady_per_min"]
+        if first_steady:
+            results["steady_vs_first"] = {
+                spec: round((results["modes"][spec]["steady_per_min"] or 0.0) / first_steady, 2)
+                for spec in done[1:]
+            }
     print(json.dumps(results))
 
 
