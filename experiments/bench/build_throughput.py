@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_throughput import language, run_phase, stratified
-from field_verdicts import pair_files
+from field_verdicts import pair_files, verdict_row
 from split_cluster import busy_share, cpu_lines, split_cluster
 
 from evokernel.evaluation.object_cache import default_root
@@ -151,6 +151,7 @@ def parse_mode(spec: str, default_ahead: int) -> tuple[str, int, dict[str, Any]]
 
 def run_mode(
     args: argparse.Namespace,
+    spec: str,
     mode: str,
     ahead: int,
     timing: dict[str, Any],
@@ -199,6 +200,13 @@ def run_mode(
         pool.shutdown()
         library.close()
     evaluations = list(done["evaluations"].values())
+    if args.stream is not None:  # each verdict's window, lock and build records, for where time went
+        tasks = {name: task.name for name, task, _ in files}
+        when = {r["solution"]: r["done_at_s"] for r in done["rows"]}
+        with args.stream.open("a") as f:
+            for name, ev in done["evaluations"].items():
+                row = {"mode": spec, **verdict_row(ev, name, tasks[name]), "done_at_s": when.get(name)}
+                f.write(json.dumps(row) + "\n")
     figures = {
         **{
             k: done["figures"][k]
@@ -273,6 +281,9 @@ def main() -> None:
     parser.add_argument(
         "--smoke", action="store_true", help="three tiny CPU extensions instead of the corpus"
     )
+    parser.add_argument(
+        "--stream", type=Path, help="a JSON line per verdict (field_verdicts.py's rows, mode, done_at_s)"
+    )
     args = parser.parse_args()
     if not args.smoke and args.corpus is None:
         parser.error("--corpus is required (or --smoke)")
@@ -294,7 +305,8 @@ def main() -> None:
         try:
             for spec in modes:
                 mode, ahead, timing = parse_mode(spec, args.ahead)
-                results["hardware"], figures = run_mode(args, mode, ahead, timing, files, address, pinned)
+                hardware, figures = run_mode(args, spec, mode, ahead, timing, files, address, pinned)
+                results["hardware"] = hardware
                 results["modes"][spec] = figures
                 print(f"{spec}: {json.dumps(figures)}", flush=True)
                 if address is None:

@@ -213,7 +213,8 @@ case "$step" in
     TMPDIR=$(mktemp -d)
     export TMPDIR
     timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "${MODES:-local:0,local:-1}" \
-      --count "${COUNT:-all}" --budget-s "${BUDGET:-170}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+      --count "${COUNT:-all}" --budget-s "${BUDGET:-170}" --stream "$OUT/bench/$step.jsonl" 2>&1 \
+      | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-local | builds-pool | builds-both)
     # COUNT (a stratified sample of the CUDA files, or all) and BUDGET (s per mode) fit both modes
@@ -223,13 +224,15 @@ case "$step" in
     modes=${step#builds-}
     [ "$modes" = both ] && modes=local,pool
     timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds "$modes" \
-      --kept 2 --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+      --kept 2 --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" \
+      --stream "$OUT/bench/$step.jsonl" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   builds-split)
     TMPDIR=$(mktemp -d)
     export TMPDIR
     timeout -s INT 585 python3 experiments/bench/build_throughput.py --corpus "$C" --builds pool --split --pin \
-      --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
+      --ahead "${AHEAD:--1}" --count "${COUNT:-all}" --budget-s "${BUDGET:-540}" \
+      --stream "$OUT/bench/$step.jsonl" 2>&1 | tee "$OUT/bench/$step.log" | tail -20
     ;;
   *)
     echo "unknown step $step" >&2

@@ -98,6 +98,61 @@ PAIRED_KEYS = (
 )
 
 
+def verdict_row(ev: Any, solution: str, task: str) -> dict[str, Any]:
+    """One evaluation as a stream row: its verdict, its timing window's record (pairs, pinning,
+    hosts, the GPU's users, phases, quiet windows), its stages, the GPU lock and its builds."""
+    paired = (ev.details.get("timing") or {}).get("paired", {})
+    return {
+        "solution": solution,
+        "task": task,
+        "profile": ev.profile,
+        "status": ev.status.value,
+        "stage": ev.stage,
+        "reason": ev.reason[:1500],
+        "feedback": ev.feedback[:1500],
+        "speedup_eager": ev.speedup_eager,
+        "speedup_low": ev.speedup_low,
+        "speedup_high": ev.speedup_high,
+        "paired": {k: (ev.details.get("timing") or {}).get("paired", {}).get(k) for k in PAIRED_KEYS},
+        "pinned": (paired.get("reference") or {}).get("pinned"),
+        # How each side's host issued its timed calls (block_timer.BlockTimer.host): the
+        # candidate's is its worker's word, a diagnosis only.
+        "host": {
+            "reference": (paired.get("reference") or {}).get("host"),
+            "candidate": ((ev.details.get("timing") or {}).get("candidate") or {}).get("host"),
+        },
+        # The window's GPU: the drain before it, who else ran kernels in it (clocks.gpu_users),
+        # and the SM clock while the reference's blocks ran.
+        "gpu": (paired.get("reference") or {}).get("gpu"),
+        # The timing window's phases (s): open (busy-window waits, drain, CPU claim), both
+        # sides' settle, the pairs, the finish checks.
+        "phases_s": (paired.get("reference") or {}).get("phases_s"),
+        "clock": (paired.get("reference") or {}).get("clock"),
+        "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
+        "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
+        "timing_s": next(
+            (st.get("seconds") for st in ev.details.get("stages", []) if st.get("stage") == "timing"),
+            None,
+        ),
+        "runtime_ms": ev.runtime_ms,
+        "eager_ms": ev.eager_ms,
+        "max_abs_error": ev.max_abs_error,
+        "weights": ev.details.get("weights"),
+        "entry_class": ev.details.get("entry_class"),
+        "checks": ev.details.get("checks", [])[-3:],
+        "duration_s": round(ev.duration_s, 2),
+        # Where the evaluation's time went (a warm H200 run's took ~70 s at 16 in flight,
+        # session 26): each stage's seconds, and the GPU lock's wait and holds.
+        "stage_s": {st.get("stage"): st.get("seconds") for st in ev.details.get("stages", [])},
+        "lock": {k: (ev.details.get("gpu_lock") or {}).get(k) for k in ("wait_s", "exclusive_s", "shared_s")},
+        # The seconds the node held the candidate's builds back, by which its deadline moved
+        # (evaluation/build_clock.py, session 31), and the builds' core-seconds.
+        "build_held_s": (ev.details.get("object_cache") or {}).get("build_held_s", 0.0),
+        "build_cpu_s": (ev.details.get("object_cache") or {}).get("build_cpu_s", 0.0),
+        "ended_at": round(time.time(), 1),  # to line a verdict up with a device log (nvidia-smi)
+    }
+
+
 async def evaluate_all(
     pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]], stream: Path | None
 ) -> list[dict[str, Any]]:
@@ -105,58 +160,7 @@ async def evaluate_all(
 
     async def one(task_path: Path, sol: Path) -> dict[str, Any]:
         ev = await pool.evaluate(tasks[task_path], sol.read_text())
-        paired = (ev.details.get("timing") or {}).get("paired", {})
-        row = {
-            "solution": f"{sol.parent.name}/{sol.name}",
-            "task": task_path.stem,
-            "profile": ev.profile,
-            "status": ev.status.value,
-            "stage": ev.stage,
-            "reason": ev.reason[:1500],
-            "feedback": ev.feedback[:1500],
-            "speedup_eager": ev.speedup_eager,
-            "speedup_low": ev.speedup_low,
-            "speedup_high": ev.speedup_high,
-            "paired": {k: (ev.details.get("timing") or {}).get("paired", {}).get(k) for k in PAIRED_KEYS},
-            "pinned": (paired.get("reference") or {}).get("pinned"),
-            # How each side's host issued its timed calls (block_timer.BlockTimer.host): the
-            # candidate's is its worker's word, a diagnosis only.
-            "host": {
-                "reference": (paired.get("reference") or {}).get("host"),
-                "candidate": ((ev.details.get("timing") or {}).get("candidate") or {}).get("host"),
-            },
-            # The window's GPU: the drain before it, who else ran kernels in it (clocks.gpu_users),
-            # and the SM clock while the reference's blocks ran.
-            "gpu": (paired.get("reference") or {}).get("gpu"),
-            # The timing window's phases (s): open (busy-window waits, drain, CPU claim), both
-            # sides' settle, the pairs, the finish checks.
-            "phases_s": (paired.get("reference") or {}).get("phases_s"),
-            "clock": (paired.get("reference") or {}).get("clock"),
-            "method": ((ev.details.get("timing") or {}).get("methods") or {}).get("eager"),
-            "quiet": (ev.details.get("gpu_lock") or {}).get("quiet"),
-            "timing_s": next(
-                (st.get("seconds") for st in ev.details.get("stages", []) if st.get("stage") == "timing"),
-                None,
-            ),
-            "runtime_ms": ev.runtime_ms,
-            "eager_ms": ev.eager_ms,
-            "max_abs_error": ev.max_abs_error,
-            "weights": ev.details.get("weights"),
-            "entry_class": ev.details.get("entry_class"),
-            "checks": ev.details.get("checks", [])[-3:],
-            "duration_s": round(ev.duration_s, 2),
-            # Where the evaluation's time went (a warm H200 run's took ~70 s at 16 in flight,
-            # session 26): each stage's seconds, and the GPU lock's wait and holds.
-            "stage_s": {st.get("stage"): st.get("seconds") for st in ev.details.get("stages", [])},
-            "lock": {
-                k: (ev.details.get("gpu_lock") or {}).get(k) for k in ("wait_s", "exclusive_s", "shared_s")
-            },
-            # The seconds the node held the candidate's builds back, by which its deadline moved
-            # (evaluation/build_clock.py, session 31), and the builds' core-seconds.
-            "build_held_s": (ev.details.get("object_cache") or {}).get("build_held_s", 0.0),
-            "build_cpu_s": (ev.details.get("object_cache") or {}).get("build_cpu_s", 0.0),
-            "ended_at": round(time.time(), 1),  # to line a verdict up with a device log (nvidia-smi)
-        }
+        row = verdict_row(ev, f"{sol.parent.name}/{sol.name}", task_path.stem)
         done.append(row)
         where = f"[{len(done)}/{len(pairs)}] {row['profile']} {row['solution']}"
         print(f"{where}: {verdict_key(row)} ({row['duration_s']} s)", flush=True)
