@@ -52,10 +52,11 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 32 ran run1, gpu4-builds + quiet (one call), run2 (CUT=585); the next 1800 s: gpu1..gpu3
-# (or window: test_gpu.py's stranger test now waits out the stranger patience, ~60 s more),
-# then issue 35's next pair (run1, run2: is the stranger patience seen?) or issue 37's
-# builds-ahead / builds-both.
+# Session 33 ran gpu3 + builds-ahead (MODES=local:-1, cut), builds-ahead (MODES=
+# "local:-1/quiet_builds=false", 465 s: all 86 in 398 s) and gpu1 (16 passed). Not run on the
+# final tree: gpu2, gpu4. The next 1800 s: split1 and split2 back to back on one warm machine
+# (issue 37's dispersion with builds off the GPU node, against session 32's run1/run2), then
+# gpu2 (~330 s).
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"

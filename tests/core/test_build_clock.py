@@ -22,6 +22,9 @@ from evokernel.evaluation.object_cache import ObjectCache
 
 from .test_build_pool import call, fresh, needs_isolation
 
+# Run-queue waits are the figure: another test's load on the same CPUs is what it measures.
+pytestmark = pytest.mark.serial
+
 # A compiler's stand-in: a parent that waits on a child that spins for SPIN_S of CPU time.
 SPIN_S = 1.5
 TREE = (

@@ -61,9 +61,11 @@ def test_ci_installs_into_its_own_venv_and_skips_the_drift_run_when_fresh(tmp_pa
     # ... and the project's locked install to CI's own.
     (locked,) = [c for c in pip_installs if "-c constraints.txt" in c]
     assert locked.startswith(f"{venv}/bin/python -m pip install"), locked
-    assert f"{venv}/bin/python -m pytest -q" in calls  # the README's test command, in the venv
+    # The README's test command, in the venv: the suite on two workers, then the serial tests alone.
+    assert f"{venv}/bin/python -m pytest -q -n 2 --dist loadfile -m not serial" in calls
+    assert f"{venv}/bin/python -m pytest -q -m serial" in calls
     assert f"{venv}/bin/ruff check ." in calls and f"{venv}/bin/mypy" in calls
     assert not any(c.startswith(f"{stubs}/python ") for c in calls)  # the system python: never
     assert "constraints.txt is fresh" in done.stdout
-    # pytest ran once: the locked suite; the fresh drift report ran none.
-    assert sum(" -m pytest" in c for c in calls) == 1
+    # pytest ran the locked suite's two parts; the fresh drift report ran none.
+    assert sum(" -m pytest" in c for c in calls) == 2

@@ -14,6 +14,9 @@ import pytest
 
 from evokernel.evaluation.cpu_pin import ThreadWait, current_cpu, one_cpu, threads_of
 
+# Each CPU's speed is read and compared: another test's load on them would move it.
+pytestmark = pytest.mark.serial
+
 # A process with two idle threads that starts a third when its stdin gets a line.
 CHILD = """
 import sys, threading, time

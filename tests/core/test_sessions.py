@@ -14,6 +14,9 @@ import pytest
 
 from evokernel.evaluation import sessions
 
+# Counts the node's forks a second: another test's processes would be counted too.
+pytestmark = pytest.mark.serial
+
 # Each link checks a deadline, so a chain this test fails to kill ends by itself 20 s later
 # instead of running on beside the rest of the suite.
 CHAIN = """
