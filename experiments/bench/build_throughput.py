@@ -127,16 +127,14 @@ def gpu_memory_peak() -> Iterator[dict[str, int]]:
             out["peak_mib"] = max(used)
 
 
-def quiet_figures(evaluations: list[Any], wall_s: float) -> dict[str, Any]:
+def quiet_figures(evaluations: list[Any]) -> dict[str, Any]:
     """What the timing windows cost the node's builds: windows that stopped it and those granted
-    over the keeper's duty limit (evaluation/quiet.py), and the share of the wall during which a
-    timing held the GPU exclusively (the node's builds stopped, unless over the duty limit)."""
+    over the keeper's duty limit (evaluation/quiet.py); ``timing_lock_busy`` beside it is the
+    share of the wall a timing held the GPU exclusively (the builds stopped, unless over duty)."""
     records = [(ev.details.get("gpu_lock") or {}).get("quiet") or {} for ev in evaluations]
-    exclusive = sum(float((ev.details.get("gpu_lock") or {}).get("exclusive_s", 0.0)) for ev in evaluations)
     return {
         "windows": sum(int(r.get("windows", 0)) for r in records),
         "over_duty": sum(int(r.get("over_duty", 0)) for r in records),
-        "exclusive_share": round(exclusive / wall_s, 3) if wall_s else None,
     }
 
 
@@ -210,7 +208,15 @@ def run_mode(
     figures = {
         **{
             k: done["figures"][k]
-            for k in ("candidates", "cut", "wall_s", "per_min_per_gpu", "steady_per_min", "statuses")
+            for k in (
+                "candidates",
+                "cut",
+                "wall_s",
+                "per_min_per_gpu",
+                "steady_per_min",
+                "statuses",
+                "timing_lock_busy",
+            )
         },
         "stage_mean_s": done["figures"]["stage_mean_s"],
         "stage_mean_cpu_s": done["figures"]["stage_mean_cpu_s"],
@@ -236,7 +242,7 @@ def run_mode(
         # Builds ahead keep more candidates' processes alive at once: the GPU memory they hold.
         "gpu_memory_peak_mib": memory.get("peak_mib"),
         "timing_settings": timing,
-        "quiet": quiet_figures(evaluations, done["figures"]["wall_s"]),
+        "quiet": quiet_figures(evaluations),
         # Seconds from the clock's start to each verdict: the rate's course, fill and after.
         "done_at_s": sorted(round(r["done_at_s"]) for r in done["rows"]),
     }
@@ -291,8 +297,8 @@ def main() -> None:
         args.ray_cpus = 6  # two CPU actors and room for two pooled builds beside them
     if args.split and args.kept < 0:
         args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
-    modes = [m.strip() for m in args.builds.split(",") if m.strip()]
-    if not modes or any(m.split("/")[0].split(":")[0] not in ("local", "pool") for m in modes):
+    modes = {m.strip(): parse_mode(m.strip(), args.ahead) for m in args.builds.split(",") if m.strip()}
+    if not modes or any(mode not in ("local", "pool") for mode, _, _ in modes.values()):
         parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD and /TIMING")
     files = corpus_files(args)
     results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
@@ -303,8 +309,7 @@ def main() -> None:
     with cluster as split:
         address, pinned = split if split else (None, [])
         try:
-            for spec in modes:
-                mode, ahead, timing = parse_mode(spec, args.ahead)
+            for spec, (mode, ahead, timing) in modes.items():
                 hardware, figures = run_mode(args, spec, mode, ahead, timing, files, address, pinned)
                 results["hardware"] = hardware
                 results["modes"][spec] = figures

@@ -113,7 +113,7 @@ def verdict_row(ev: Any, solution: str, task: str) -> dict[str, Any]:
         "speedup_eager": ev.speedup_eager,
         "speedup_low": ev.speedup_low,
         "speedup_high": ev.speedup_high,
-        "paired": {k: (ev.details.get("timing") or {}).get("paired", {}).get(k) for k in PAIRED_KEYS},
+        "paired": {k: paired.get(k) for k in PAIRED_KEYS},
         "pinned": (paired.get("reference") or {}).get("pinned"),
         # How each side's host issued its timed calls (block_timer.BlockTimer.host): the
         # candidate's is its worker's word, a diagnosis only.
