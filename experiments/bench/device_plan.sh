@@ -127,11 +127,14 @@ case "$step" in
     # issue 37: run1/run2 with builds on three pinned 4-core CPU-only nodes and the GPU node on 4
     # cores of its own (CONC in flight, default 16): dispersion between split1 and split2 against
     # run1/run2's, where the quiet windows pause the node's own builds
+    # (the run's own budget, not the call's limit, ends it: the JSON line with builds per node and
+    # the GPU node's busy share prints only from a run that ends itself; ~40 s left for shutdown)
     TMPDIR=$(mktemp -d)
     export TMPDIR
-    timeout -s INT 570 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+    timeout -s INT 585 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency "${CONC:-16}" --builds pool --split --pin \
-      --stream "$OUT/bench/$step.jsonl" 2>&1 | tail -5
+      --budget-s "${BUDGET:-$((545 - SECONDS))}" --stream "$OUT/bench/$step.jsonl" 2>&1 \
+      | tee "$OUT/bench/$step.log" | grep -v "^\[" | tail -25
     ;;
   starts1 | starts2)
     export TMPDIR=/tmp/tmp_starts

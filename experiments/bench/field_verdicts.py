@@ -154,8 +154,14 @@ def verdict_row(ev: Any, solution: str, task: str) -> dict[str, Any]:
 
 
 async def evaluate_all(
-    pool: Any, tasks: dict[Path, Any], pairs: list[tuple[Path, Path]], stream: Path | None
-) -> list[dict[str, Any]]:
+    pool: Any,
+    tasks: dict[Path, Any],
+    pairs: list[tuple[Path, Path]],
+    stream: Path | None,
+    budget_s: float = math.inf,
+) -> tuple[list[dict[str, Any]], int]:
+    """The verdicts in by ``budget_s`` and how many were cut: a run cut by its budget still reports
+    its builds per node and the GPU node's load (an interrupt would lose both)."""
     done: list[dict[str, Any]] = []
 
     async def one(task_path: Path, sol: Path) -> dict[str, Any]:
@@ -169,7 +175,12 @@ async def evaluate_all(
                 f.write(json.dumps(row) + "\n")
         return row
 
-    return list(await asyncio.gather(*(one(t, s) for t, s in pairs)))
+    jobs = [asyncio.ensure_future(one(t, s)) for t, s in pairs]
+    _, pending = await asyncio.wait(jobs, timeout=None if math.isinf(budget_s) else max(1.0, budget_s))
+    for job in pending:
+        job.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return done, len(pending)
 
 
 def merge(files: list[Path]) -> None:
@@ -212,6 +223,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="first N kernels only (a smoke run)")
     parser.add_argument("--only", type=Path, help="a file listing the kernels to run, as folder/task_N.py")
     parser.add_argument("--details", type=Path, help="write every verdict here (JSON)")
+    parser.add_argument(
+        "--budget-s", type=float, default=math.inf, help="cancel the verdicts not in by then (all profiles)"
+    )
     parser.add_argument("--stream", type=Path, help="append each verdict here as it comes (JSON lines)")
     parser.add_argument(
         "--resume", action="store_true", help="skip the (profile, kernel) pairs --stream already holds"
@@ -290,7 +304,8 @@ def run(args: argparse.Namespace, split: tuple[str, list[int]] | None) -> None:
                 results["hardware"] = asyncio.run(pool.hardware()).describe()
             t0 = time.monotonic()
             before = cpu_lines()
-            rows = asyncio.run(evaluate_all(pool, tasks, todo, args.stream))
+            left = args.budget_s - (time.monotonic() - started)
+            rows, cut = asyncio.run(evaluate_all(pool, tasks, todo, args.stream, left))
             after = cpu_lines()
             stats = asyncio.run(pool.build_stats())
             pool.shutdown()
@@ -302,7 +317,11 @@ def run(args: argparse.Namespace, split: tuple[str, list[int]] | None) -> None:
                     for node, v in stats["nodes"].items()
                 }
             details[profile] = rows
-            results["profiles"][profile] = {**summarise(rows), "wall_s": round(time.monotonic() - t0, 1)}
+            results["profiles"][profile] = {
+                **summarise(rows),
+                "cut": cut,
+                "wall_s": round(time.monotonic() - t0, 1),
+            }
             print(table(profile, rows), flush=True)
             if args.details:
                 args.details.write_text(json.dumps(details, indent=1))

@@ -27,6 +27,7 @@ one, from one pair of runs. The re-derivations live in round_figures.py.
 Usage::
 
     python3 experiments/bench/speedup_dispersion.py RUN1.jsonl RUN2.jsonl [--quiet QUIET.jsonl]
+        [--within OTHER1.jsonl OTHER2.jsonl]   # only the kernels the other runs accepted too
 """
 
 from __future__ import annotations
@@ -193,8 +194,22 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=16, help="candidates in flight (the runs' --concurrency)")
     parser.add_argument("--miss", type=float, default=0.05)
     parser.add_argument("--launch-limit", type=float, default=1.15, help="of the fast dispatch reading")
+    parser.add_argument(
+        "--within",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="only the kernels these streams accepted too (two pairs of runs compared on one set)",
+    )
     args = parser.parse_args()
     a, b = load(args.first), load(args.second)
+    if args.within:
+        # Issue 37: the split cluster's pair against the builds-paused pair over the kernels all
+        # four accepted, so that neither pair's figure rests on kernels the other never timed.
+        others = [load(path) for path in args.within]
+        kept = {k for k in a if all(accepted(run.get(k)) for run in others)}
+        a = {k: r for k, r in a.items() if k in kept}
+        b = {k: r for k, r in b.items() if k in kept}
     between = changes(a, b)
     moved = {"eager": 0, "candidate": 0, "both": 0, "neither": 0}
     print(f"{len(between)} kernels accepted in both runs")
@@ -228,6 +243,7 @@ def main() -> None:
     verdicts_same = sum(a[k]["status"] == b[k]["status"] for k in a if k in b)
     result: dict[str, Any] = {
         "kernels": len(a),
+        "within": [str(path) for path in args.within],
         "verdicts_identical": verdicts_same,
         "accepted": [sum(map(accepted, a.values())), sum(map(accepted, b.values()))],
         "between_runs": quantiles(list(between.values())),

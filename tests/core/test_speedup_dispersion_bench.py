@@ -37,15 +37,24 @@ def row(kernel: str, speedup: float, dispatch: list[float | None], users: list[l
     }
 
 
-def report(tmp_path: Path, first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[str]:
-    """The script's output lines for two runs' rows written as stream files."""
+def report(
+    tmp_path: Path, first: list[dict[str, Any]], second: list[dict[str, Any]], *within: list[dict[str, Any]]
+) -> list[str]:
+    """The script's output lines for two runs' rows written as stream files (and ``within``'s
+    runs given as ``--within``)."""
     paths = []
-    for name, rows in (("run1", first), ("run2", second)):
+    runs = [("run1", first), ("run2", second), *((f"other{i}", rows) for i, rows in enumerate(within))]
+    for name, rows in runs:
         path = tmp_path / f"{name}.jsonl"
         path.write_text("\n".join(json.dumps(r) for r in rows))
         paths.append(str(path))
+    flags = ["--within", *paths[2:]] if within else []
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), *paths], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, str(SCRIPT), *paths[:2], *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return done.stdout.strip().splitlines()
 
@@ -157,3 +166,18 @@ def test_host_gate_only_rederives_launch_gated_runs_without_the_launch_gate(tmp_
     result = json.loads(report(tmp_path, first, second)[-1])
     assert result["between_runs"]["worst"] == 0.0  # gated: 2x both
     assert result["host_gate_only"]["kernels"] == 1 and result["host_gate_only"]["worst"] == 0.5
+
+
+def test_within_compares_a_pair_of_runs_on_the_kernels_another_pair_accepted_too(tmp_path: Path) -> None:
+    alone = [[1, 60, 3, "window"]]
+    first = [row(f"k{i}", 2.0, [7.0], alone) for i in range(3)]
+    second = [row("k0", 2.0, [7.0], alone), row("k1", 2.02, [7.0], alone), row("k2", 3.0, [7.0], alone)]
+    # The other pair accepted k0 and k1 and refused k2: k2's 50 % move is left out.
+    other = [row("k0", 1.0, [7.0], alone), row("k1", 1.0, [7.0], alone), {**row("k2", 1.0, [7.0], alone)}]
+    other[2]["status"] = "incorrect"
+    result = json.loads(report(tmp_path, first, second, other, other)[-1])
+    assert result["kernels"] == 2 and result["between_runs"]["kernels"] == 2
+    assert result["between_runs"]["worst"] == pytest.approx(0.01)
+    assert len(result["within"]) == 2
+    whole = json.loads(report(tmp_path, first, second)[-1])
+    assert whole["kernels"] == 3 and whole["between_runs"]["worst"] == pytest.approx(0.5)
