@@ -25,7 +25,9 @@
 #                     (run1/run2/quiet take CUT, s, and TIMING, a --timing override, e.g. TIMING=call_start=idle;
 #                     session 28's pair gated rounds on the launch path, since removed: round_gate.py)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
-#                     4-core CPU-only build nodes (builds pool, pinned), cut at 570 s
+#                     4-core CPU-only build nodes (builds pool, pinned), ended by their budget
+#   split-tenants     issue 37: a short split run (BUDGET 150 s) with cpu_tenants.py naming what ran
+#                     on the GPU node's cores while the builds ran (~200 s)
 #   launch-state      issue 35: launch_state.py, the dispatch path alone, with other CPUs spinning,
 #                     with the GPU busy and with another process's copies on the link, in shuffled
 #                     windows, every reading beside the link's PCIe generation (~130 s; session 28)
@@ -58,7 +60,7 @@
 # (issue 37's dispersion with builds off the GPU node, against session 32's run1/run2), then
 # gpu2 (~330 s).
 set -uo pipefail
-step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
+step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 split-tenants starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/bench" "$OUT/tests"
 
@@ -135,6 +137,21 @@ case "$step" in
       --profiles kernelbench-v0 --concurrency "${CONC:-16}" --builds pool --split --pin \
       --budget-s "${BUDGET:-$((545 - SECONDS))}" --stream "$OUT/bench/$step.jsonl" 2>&1 \
       | tee "$OUT/bench/$step.log" | grep -v "^\[" | tail -25
+    ;;
+  split-tenants)
+    # issue 37: who runs on the GPU node's 4 cores while the split cluster's builds run (session
+    # 34's split runs: their windows' rounds contended 12-20 a window while the builds ran, 0-3
+    # after), cpu_tenants.py pinned to a build node's last core, from LEAD s in for SAMPLE s
+    TMPDIR=$(mktemp -d)
+    export TMPDIR
+    timeout -s INT "${CUT:-190}" python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
+      --profiles kernelbench-v0 --concurrency 16 --builds pool --split --pin \
+      --budget-s "${BUDGET:-150}" --stream "$OUT/bench/$step.jsonl" > "$OUT/bench/$step.log" 2>&1 &
+    sleep "${LEAD:-30}"
+    taskset -c 15 python3 experiments/bench/cpu_tenants.py --cores 0-3 --seconds "${SAMPLE:-110}" --top 30 \
+      | tee "$OUT/bench/cpu_tenants.txt"
+    wait
+    grep -v "^\[\|No CUDA runtime" "$OUT/bench/$step.log" | tail -4
     ;;
   starts1 | starts2)
     export TMPDIR=/tmp/tmp_starts
