@@ -60,6 +60,10 @@ class BuildJob:
     # The SHA-256 of the host binding's inputs (main.cpp and its flags): the pool sends builds of
     # one binding to the same node where it can, so its compiled main.o is reused there.
     host_key: str = ""
+    # Seconds of the pool's doing the build may take beyond ``timeout_s`` (waiting for a build
+    # slot, a lost node's attempt, the build node holding its compilers back): credited to the
+    # evaluation as a local build's holds are (build_clock.py), never the candidate's time.
+    max_held_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +82,7 @@ class BuildJob:
             files=dict(files),
             timeout_s=float(data["timeout_s"]),
             host_key=str(data.get("host_key", "")),
+            max_held_s=float(data.get("max_held_s", 0.0)),
         )
 
 
@@ -86,7 +91,9 @@ class BuildReply:
     """``status``: ``built`` (the object is the blob), ``failed`` (``output`` is the compiler's),
     ``timeout`` (the build outlived the job's seconds) or ``unavailable`` (``output`` says why;
     the supervisor builds locally). ``node``: where it
-    was built; ``retried``: builds lost with their node and run again elsewhere first."""
+    was built; ``retried``: builds lost with their node and run again elsewhere first;
+    ``held_s``: of the job's ``max_held_s``, the seconds the pool took (its queue, lost nodes,
+    the build node's holds), by which the evaluation's deadline moves."""
 
     status: str
     output: str = ""
@@ -96,6 +103,7 @@ class BuildReply:
     retried: int = 0
     host_reused: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    held_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +121,7 @@ class BuildReply:
             retried=int(data.get("retried", 0)),
             host_reused=bool(data.get("host_reused", False)),
             details=dict(data.get("details") or {}),
+            held_s=float(data.get("held_s", 0.0)),
         )
 
 

@@ -224,11 +224,13 @@ class ObjectCache:
         """Build the object into ``target``: on the pool when there is one, else (or when it
         cannot answer) here. None when built, else the reply for the worker."""
         if self.pool and self.isolation != "off":
+            held = self.held_s
             try:
                 return self._pool_build(staging, so_name, key, target, deadline)
             except BuildPoolUnavailable as exc:
                 self._add("pool_fallback")
                 self.extra["pool_fallback_reason"] = str(exc)[:300]
+            deadline += self.held_s - held  # what the pool took before it gave up is not ours
         hosts = self._dir("hosts")
         with stepped_out(self.gate, deadline) as waited:
             room = self.max_held_s - self.held_s
@@ -264,8 +266,13 @@ class ObjectCache:
         timeout_s = deadline - time.perf_counter() - RETURN_MARGIN_S
         if timeout_s <= 0:
             raise BuildPoolUnavailable("too little time left to send the build away")
-        job = BuildJob(key, so_name, toolchain_key(), files, timeout_s, host_binding.host_key(files))
-        reply, blob = ask_pool(self.pool, job, deadline)
+        # The pool's queue, lost nodes and the build node's holds move the deadline as this node's
+        # holds do, from the same credit (build_clock.py): the candidate's seconds are its build's.
+        room = max(0.0, self.max_held_s - self.held_s)
+        host = host_binding.host_key(files)
+        job = BuildJob(key, so_name, toolchain_key(), files, timeout_s, host, max_held_s=room)
+        reply, blob = ask_pool(self.pool, job, deadline + room)
+        self.held_s += min(room, reply.held_s)
         if reply.status == "unavailable":
             raise BuildPoolUnavailable(reply.output or "the build pool could not build it")
         if reply.status == "timeout":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
@@ -166,21 +167,33 @@ class BuildDispatcher:
     async def build(self, job_json: dict[str, Any]) -> dict[str, Any]:
         """``{"reply": BuildReply, "blob": [ObjectRef] or None}``; never raises."""
         job = BuildJob.from_json(job_json)
-        deadline = time.monotonic() + job.timeout_s
+        arrived = time.monotonic()
         retried, last_loss = 0, ""
         while True:
-            node = await self._slot(job, deadline)
+            # Waiting for a slot, and a lost node's attempt, are the pool's doing: they use the
+            # job's credit, not its own seconds (session 34's split runs: two heavy builds queued
+            # behind 32 others timed out at 300 s where builds on the GPU node had reached
+            # their verdicts).
+            node = await self._slot(job, arrived + job.timeout_s + job.max_held_s)
+            held = min(job.max_held_s, time.monotonic() - arrived)
             if node is None:
                 self.unavailable += 1
                 why = last_loss or "no build node of the cluster has room (or the job's toolchain)"
-                return _answer(BuildReply("unavailable", why, retried=retried))
+                return _answer(BuildReply("unavailable", why, retried=retried, held_s=held))
             node.busy += 1
             started = time.monotonic()
+            # The build's own seconds from where it starts, and what is left of the credit for
+            # the build node's holds of it.
+            own_deadline = arrived + job.timeout_s + held
+            attempt = dataclasses.replace(
+                job, timeout_s=max(0.0, own_deadline - started), max_held_s=job.max_held_s - held
+            )
             try:
-                reply, blob = await self._run(node, job, deadline)
+                reply, blob = await self._run(node, attempt, own_deadline + attempt.max_held_s)
             except RayTaskError as exc:  # evokernel's own code failed there: not the build's fault
                 self.unavailable += 1
-                return _answer(BuildReply("unavailable", f"the build task failed: {exc}"[:600], node.node_id))
+                why = f"the build task failed: {exc}"[:600]
+                return _answer(BuildReply("unavailable", why, node.node_id, held_s=held))
             except RayError as exc:  # the node or its worker died under the build: run it elsewhere
                 node.lost += 1
                 node.held_until = time.monotonic() + LOST_HOLD_S
@@ -194,7 +207,9 @@ class BuildDispatcher:
                 continue
             except TimeoutError:
                 return _answer(
-                    BuildReply("timeout", "the build outlived its evaluation's timeout", node.node_id)
+                    BuildReply(
+                        "timeout", "the build outlived its evaluation's timeout", node.node_id, held_s=held
+                    )
                 )
             finally:
                 node.busy -= 1
@@ -213,7 +228,7 @@ class BuildDispatcher:
                         self.hosts.popitem(last=False)
             elif reply.status == "failed":
                 node.failed += 1
-            reply = BuildReply(**{**reply.to_json(), "retried": retried})
+            reply = BuildReply(**{**reply.to_json(), "retried": retried, "held_s": held + reply.held_s})
             return _answer(reply, blob if reply.status == "built" else None)
 
     async def _run(self, node: BuildNode, job: BuildJob, deadline: float) -> tuple[BuildReply, Any]:

@@ -75,7 +75,7 @@ class BuildService:
             if self.gate is None:
                 reply, blob = self.build(job)
             else:
-                with self.gate.step_out(time.monotonic() + job.timeout_s):
+                with self.gate.step_out(time.monotonic() + job.timeout_s + job.max_held_s):
                     reply, blob = self.build(job)
             self.served += 1
             try:
@@ -114,7 +114,7 @@ class BuildService:
         """``job`` on the pool: the reply, and the object's bytes when it was built."""
         if self.dispatcher is None:
             return BuildReply("unavailable", "builds are local (evaluation.builds=local)"), b""
-        limit = job.timeout_s + RETURN_MARGIN_S
+        limit = job.timeout_s + job.max_held_s + RETURN_MARGIN_S
         try:
             answer = ray.get(self.dispatcher.build.remote(job.to_json()), timeout=limit)
             reply = BuildReply.from_json(answer["reply"])

@@ -125,22 +125,33 @@ def build_here(job: BuildJob, jobs: int) -> tuple[BuildReply, bytes]:
         deadline = time.perf_counter() + job.timeout_s
         env = sandbox_env("cuda", staging, jobs)
         try:
-            run = confined_build.run(staging, deadline, "required", header_reads(), env, root / "hosts")
+            # The node's holds (run-queue waits; on a GPU node's spare cores, its quiet windows'
+            # stops) move the build's deadline, within the job's credit (build_clock.py).
+            run = confined_build.run(
+                staging, deadline, "required", header_reads(), env, root / "hosts", max_held_s=job.max_held_s
+            )
         except TimeoutError:
             return BuildReply("timeout", "the extension build outlived the evaluation's timeout", node), b""
         if run.code == confined_build.ISOLATION_UNAVAILABLE:
             why = f"node {node[:8]} cannot confine builds: {run.output[-300:]}"
-            return BuildReply("unavailable", why, node, run.seconds, run.cpu_s), b""
+            return BuildReply("unavailable", why, node, run.seconds, run.cpu_s, held_s=run.held_s), b""
         if run.code != 0:
             deterministic = confined_build.deterministic_failure(run.code, run.output)
             details = {"deterministic": deterministic}
-            return BuildReply("failed", run.output, node, run.seconds, run.cpu_s, details=details), b""
+            reply = BuildReply(
+                "failed", run.output, node, run.seconds, run.cpu_s, details=details, held_s=run.held_s
+            )
+            return reply, b""
         try:
             with open_object(staging / job.so_name) as f:
                 data = f.read()
         except (OSError, RuntimeError) as exc:
-            return BuildReply("failed", f"the build left no object: {exc}", node, run.seconds, run.cpu_s), b""
-        return BuildReply("built", "", node, run.seconds, run.cpu_s, host_reused=run.host_reused), data
+            why = f"the build left no object: {exc}"
+            return BuildReply("failed", why, node, run.seconds, run.cpu_s, held_s=run.held_s), b""
+        reply = BuildReply(
+            "built", "", node, run.seconds, run.cpu_s, host_reused=run.host_reused, held_s=run.held_s
+        )
+        return reply, data
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

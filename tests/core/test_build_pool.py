@@ -264,6 +264,58 @@ def test_a_build_node_lost_mid_build_has_its_build_run_again_elsewhere(
         pool.close()
 
 
+@needs_isolation
+def test_a_build_queued_behind_a_held_one_keeps_its_own_seconds(cluster: Cluster, tmp_path: Path) -> None:
+    """One build slot: the first build's compiler is stopped for 25 s (as a node's load would
+    hold it back), and a second build with 20 s of its own (a build here takes ~8) waits for the
+    slot meanwhile. The wait is the pool's doing: it comes out of the evaluation's credit (as a
+    local build's holds do, build_clock.py), so the second build is made on the pool, neither
+    timed out nor built by its supervisor."""
+    cluster.add_node(num_cpus=1)
+    pool = Pool(cluster, tmp_path)
+    try:
+        first, second = pool.cache(), pool.cache()
+        first.max_held_s = second.max_held_s = 60.0
+
+        def queued() -> dict[str, Any]:
+            until(lambda: bool(ray.get(pool.dispatcher.in_flight.remote())), 60)
+            fresh("evk_pool_62")
+            return second.answer(call(62), time.perf_counter() + 22.0)  # 20 s for the build itself
+
+        results = in_threads(lambda: answered(first, 61), queued, lambda: stop_compiler("evk_pool_61", 25.0))
+        assert results[0] == 62 and results[2] is True, results
+        reply = results[1]
+        assert isinstance(reply, dict) and "object" in reply, reply
+        assert import_object(reply["name"], reply["object"]).add_62(1) == 63
+        assert second.counts == {"built": 1} and "pool_fallback" not in second.extra, second.summary()
+        # The second's wait (the 25 s less the first build's start) is credited to it, and the
+        # stopped compiler's 25 s to the first by the build node's clock.
+        assert second.held_s > 20.0, second.summary()
+        assert first.held_s > 20.0, first.summary()
+    finally:
+        pool.close()
+
+
+def stop_compiler(name: str, seconds: float) -> bool:
+    """SIGSTOP the compiler of the build of module ``name`` for ``seconds``, once it runs."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/comm").read_text().strip() != "cc1plus":
+                    continue
+                if name.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue
+                os.kill(int(pid), signal.SIGSTOP)
+                try:
+                    time.sleep(seconds)
+                finally:
+                    os.kill(int(pid), signal.SIGCONT)
+                return True
+        time.sleep(0.01)
+    return False
+
+
 def lost(pool: Pool, cluster: Cluster, nodes: dict[str, Any]) -> str:
     """Remove the node that is building, once its compiler runs; returns its id."""
     deadline = time.monotonic() + 60
