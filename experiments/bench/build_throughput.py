@@ -279,6 +279,9 @@ def main() -> None:
         "--split", action="store_true", help="a GPU node and CPU-only build nodes, by ray start"
     )
     parser.add_argument("--node-cpus", type=int, default=4)
+    parser.add_argument(
+        "--gpu-node-cpus", type=int, default=0, help="with --split: the GPU node's cores (0: --node-cpus)"
+    )
     parser.add_argument("--build-nodes", type=int, default=3)
     parser.add_argument(
         "--ray-cpus", type=int, help="without --split: the local cluster's CPUs (default: the machine's)"
@@ -296,7 +299,7 @@ def main() -> None:
     if args.smoke and args.ray_cpus is None:
         args.ray_cpus = 6  # two CPU actors and room for two pooled builds beside them
     if args.split and args.kept < 0:
-        args.kept = args.node_cpus  # the GPU node builds nothing: every build on the CPU nodes
+        args.kept = args.gpu_node_cpus or args.node_cpus  # the GPU node builds nothing: all on the CPU nodes
     modes = {m.strip(): parse_mode(m.strip(), args.ahead) for m in args.builds.split(",") if m.strip()}
     if not modes or any(mode not in ("local", "pool") for mode, _, _ in modes.values()):
         parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD and /TIMING")
@@ -304,7 +307,9 @@ def main() -> None:
     results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
     print(f"{len(files)} distinct files", flush=True)
     cluster = (
-        split_cluster(args.node_cpus, args.build_nodes, args.pin) if args.split else contextlib.nullcontext()
+        split_cluster(args.node_cpus, args.build_nodes, args.pin, args.gpu_node_cpus)
+        if args.split
+        else contextlib.nullcontext()
     )
     with cluster as split:
         address, pinned = split if split else (None, [])

@@ -54,11 +54,11 @@
 # Afterwards, here: python experiments/bench/speedup_dispersion.py run1.jsonl run2.jsonl --quiet quiet.jsonl
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
-# Session 33 ran gpu3 + builds-ahead (MODES=local:-1, cut), builds-ahead (MODES=
-# "local:-1/quiet_builds=false", 465 s: all 86 in 398 s) and gpu1 (16 passed). Not run on the
-# final tree: gpu2, gpu4. The next 1800 s: split1 and split2 back to back on one warm machine
-# (issue 37's dispersion with builds off the GPU node, against session 32's run1/run2), then
-# gpu2 (~330 s).
+# Session 34 ran split1, split2 (one warm machine), gpu2 (16 passed) and split-tenants. Not run
+# on the current tree: the pooled builds' credit (69f45a1; gpu4-builds covers the pool path),
+# gpu4. Next for issue 37's split: the GPU node on 8 cores with two build nodes (--node-cpus 8
+# --build-nodes 1 is not it: the nodes share one size) or CONC=4, to tell the GPU node's own
+# load from the socket the build nodes share.
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 split-tenants starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"

@@ -52,10 +52,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple[str, list[int]]]:
-    """A GPU head node and CPU-only build nodes, each a ``ray start --block`` of its own in its own
-    session; yields (address, the GPU node's cores when pinned) and stops exactly those sessions
-    (never ``ray stop``, which would stop every Ray of this user on the machine)."""
+def split_cluster(
+    node_cpus: int, build_nodes: int, pin: bool, gpu_cpus: int = 0
+) -> Iterator[tuple[str, list[int]]]:
+    """A GPU head node (``gpu_cpus`` cores, 0: ``node_cpus``) and CPU-only build nodes of
+    ``node_cpus`` each, each a ``ray start --block`` of its own in its own session; yields
+    (address, the GPU node's cores when pinned) and stops exactly those sessions (never
+    ``ray stop``, which would stop every Ray of this user on the machine)."""
+    gpu_cpus = gpu_cpus or node_cpus
     temp = Path(tempfile.mkdtemp(prefix="evk-split-", dir="/tmp"))  # short: Ray's socket paths
     # Token authentication on every node and for this driver: a joining `ray start` does not turn
     # it on by itself and is then refused, and no `ray start` makes a missing token (a fresh
@@ -72,11 +76,14 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
         os.environ.setdefault("RAY_AUTH_TOKEN_PATH", str(token))
     env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     cores = os.cpu_count() or 1
-    pin = pin and shutil.which("taskset") is not None and cores >= node_cpus * (build_nodes + 1)
+    pin = pin and shutil.which("taskset") is not None and cores >= gpu_cpus + node_cpus * build_nodes
     nodes: list[subprocess.Popen[bytes]] = []
 
     def start(index: int, args: list[str], extra_env: dict[str, str]) -> None:
-        prefix = ["taskset", "-c", f"{index * node_cpus}-{(index + 1) * node_cpus - 1}"] if pin else []
+        # The GPU node on cores 0..gpu_cpus-1, build node i on the node_cpus after those before it.
+        first = 0 if index == 0 else gpu_cpus + (index - 1) * node_cpus
+        count = gpu_cpus if index == 0 else node_cpus
+        prefix = ["taskset", "-c", f"{first}-{first + count - 1}"] if pin else []
         command = [
             *prefix,
             # This interpreter's Ray, not a `ray` on PATH: a --target install (the GPU machine's
@@ -86,7 +93,7 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
             "ray.scripts.scripts",
             "start",
             "--block",
-            f"--num-cpus={node_cpus}",
+            f"--num-cpus={gpu_cpus if index == 0 else node_cpus}",
             "--disable-usage-stats",
             *args,
         ]
@@ -117,7 +124,7 @@ def split_cluster(node_cpus: int, build_nodes: int, pin: bool) -> Iterator[tuple
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the build nodes did not join; see {temp}/node*.log")
             time.sleep(0.5)
-        yield address, list(range(node_cpus)) if pin else []
+        yield address, list(range(gpu_cpus)) if pin else []
     finally:
         import ray
 
