@@ -25,7 +25,8 @@
 #                     (run1/run2/quiet take CUT, s, and TIMING, a --timing override, e.g. TIMING=call_start=idle;
 #                     session 28's pair gated rounds on the launch path, since removed: round_gate.py)
 #   split1, split2    issue 37: run1/run2 on the machine split into a 4-core GPU node and three
-#                     4-core CPU-only build nodes (builds pool, pinned), ended by their budget
+#                     4-core CPU-only build nodes (builds pool, pinned), ended by their budget;
+#                     GPU_CPUS (the GPU node's cores) and BUILD_NODES change the split
 #   split-tenants     issue 37: a short split run (BUDGET 150 s) with cpu_tenants.py naming what ran
 #                     on the GPU node's cores while the builds ran (~200 s)
 #   launch-state      issue 35: launch_state.py, the dispatch path alone, with other CPUs spinning,
@@ -56,9 +57,9 @@
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
 # Session 34 ran split1, split2 (one warm machine), gpu2 (16 passed) and split-tenants. Not run
 # on the current tree: the pooled builds' credit (69f45a1; gpu4-builds covers the pool path),
-# gpu4. Next for issue 37's split: the GPU node on 8 cores with two build nodes (--node-cpus 8
-# --build-nodes 1 is not it: the nodes share one size) or CONC=4, to tell the GPU node's own
-# load from the socket the build nodes share.
+# gpu4. Next for issue 37's split: GPU_CPUS=8 BUILD_NODES=2 (the GPU node on 8 cores, two 4-core
+# build nodes) or CONC=4, split1 then split2, to tell the GPU node's own load from the socket
+# the build nodes share (session 34's host-bound median 4.0 % against 3.0 % paused).
 set -uo pipefail
 step="${1:?a step: gpu1 gpu2 gpu3 gpu4 gpu4-builds window run1 quiet run2 split1 split2 split-tenants starts1 starts2 launch-state reference hacks strict kernelbench v0 verdicts kb builds-ahead builds-local builds-pool builds-both builds-split}"
 OUT="${OUT:-/tmp/out}"
@@ -135,6 +136,7 @@ case "$step" in
     export TMPDIR
     timeout -s INT 585 python3 experiments/bench/field_verdicts.py "${all_kernels[@]}" \
       --profiles kernelbench-v0 --concurrency "${CONC:-16}" --builds pool --split --pin \
+      --gpu-node-cpus "${GPU_CPUS:-0}" --build-nodes "${BUILD_NODES:-3}" \
       --budget-s "${BUDGET:-$((545 - SECONDS))}" --stream "$OUT/bench/$step.jsonl" 2>&1 \
       | tee "$OUT/bench/$step.log" | grep -v "^\[" | tail -25
     ;;
