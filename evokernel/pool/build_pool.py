@@ -2,7 +2,9 @@
 spare, CPU-only nodes first and the GPU nodes' spare cores last.
 
 Enters: build jobs (:class:`~evokernel.evaluation.build_client.BuildJob`) from the evaluator
-actors' build services (:mod:`.build_service`), each with the seconds its evaluation has left.
+actors' build services (:mod:`.build_service`), each with the seconds its evaluation has left
+and the credit it may spend on the pool's own delays (a slot's wait, a lost node's attempt, the
+build node's holds: ``max_held_s``), which the reply's ``held_s`` gives back to the evaluation.
 Leaves: a :class:`~evokernel.evaluation.build_client.BuildReply` and a reference to the object's
 bytes, which the actor fetches from the build node's object store.
 

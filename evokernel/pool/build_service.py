@@ -5,8 +5,9 @@ its worker runs candidate code beside it). So the actor listens on a unix socket
 scratch root (mode 0600; the candidates' seccomp filter refuses ``connect`` anyway), one thread
 per connection: it reads one :class:`~evokernel.evaluation.build_client.BuildJob`, hands it to
 the pool's dispatcher (:mod:`.build_pool`), fetches the object's bytes from the build node's
-object store and writes reply and bytes back. Every wait is bounded by the job's own seconds
-plus a margin, so a lost pool costs a build its deadline at most, never a hung actor; a
+object store and writes reply and bytes back. Every wait is bounded by the job's own seconds,
+its credit for the pool's delays (``max_held_s``) and a margin, so a lost pool costs a build its
+deadline at most, never a hung actor; a
 dispatcher that cannot be reached is an ``unavailable`` reply and the supervisor builds locally.
 """
 
