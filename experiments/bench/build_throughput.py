@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from corpus_throughput import language, run_phase, stratified
-from field_verdicts import pair_files, verdict_row
+from field_verdicts import pair_files
 from split_cluster import busy_share, cpu_lines, split_cluster
+from verdict_rows import verdict_row
 
 from evokernel.evaluation.object_cache import default_root
 
