@@ -30,8 +30,8 @@ from pathlib import Path
 QUIET_SWEEPS = 4
 # Each sweep first reads the pids around the kernel's last allocated one by number: a chain's live
 # end is there, while listing /proc on a node of 1,500 processes takes longer than a chain link
-# lives (session 34: 3 of 10 chains outran the kill there without it; the suite's crowded node
-# of 300 lost 2 of ~30). AHEAD_PROBE: pids allocated between the read and the probe.
+# lives (session 34, 2 cores: 9 of 20 chains outran the kill there without it, 0 of 20 with it;
+# experiments/bench/fork_chain_kill.py). AHEAD_PROBE: pids allocated between the read and the probe.
 NEWEST_PROBE = 24
 AHEAD_PROBE = 4
 LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
