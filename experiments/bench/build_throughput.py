@@ -40,7 +40,7 @@ from typing import Any
 
 from corpus_throughput import language, run_phase, stratified
 from field_verdicts import pair_files
-from split_cluster import busy_share, cpu_lines, split_cluster
+from split_cluster import add_split_arguments, busy_share, cluster_from, cpu_lines
 from verdict_rows import verdict_row
 
 from evokernel.evaluation.object_cache import default_root
@@ -276,18 +276,10 @@ def main() -> None:
     parser.add_argument("--profile", default="kernelbench-v0")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--budget-s", type=float, default=3600.0, help="per mode; later verdicts are cut")
-    parser.add_argument(
-        "--split", action="store_true", help="a GPU node and CPU-only build nodes, by ray start"
-    )
-    parser.add_argument("--node-cpus", type=int, default=4)
-    parser.add_argument(
-        "--gpu-node-cpus", type=int, default=0, help="with --split: the GPU node's cores (0: --node-cpus)"
-    )
-    parser.add_argument("--build-nodes", type=int, default=3)
+    add_split_arguments(parser)
     parser.add_argument(
         "--ray-cpus", type=int, help="without --split: the local cluster's CPUs (default: the machine's)"
     )
-    parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
     parser.add_argument(
         "--smoke", action="store_true", help="three tiny CPU extensions instead of the corpus"
     )
@@ -299,20 +291,13 @@ def main() -> None:
         parser.error("--corpus is required (or --smoke)")
     if args.smoke and args.ray_cpus is None:
         args.ray_cpus = 6  # two CPU actors and room for two pooled builds beside them
-    if args.split and args.kept < 0:
-        args.kept = args.gpu_node_cpus or args.node_cpus  # the GPU node builds nothing: all on the CPU nodes
     modes = {m.strip(): parse_mode(m.strip(), args.ahead) for m in args.builds.split(",") if m.strip()}
     if not modes or any(mode not in ("local", "pool") for mode, _, _ in modes.values()):
         parser.error("--builds takes local, pool or local,pool, each optionally with :AHEAD and /TIMING")
     files = corpus_files(args)
     results: dict[str, Any] = {"files": len(files), "split": args.split, "pinned": args.pin, "modes": {}}
     print(f"{len(files)} distinct files", flush=True)
-    cluster = (
-        split_cluster(args.node_cpus, args.build_nodes, args.pin, args.gpu_node_cpus)
-        if args.split
-        else contextlib.nullcontext()
-    )
-    with cluster as split:
+    with cluster_from(args) as split:
         address, pinned = split if split else (None, [])
         try:
             for spec, (mode, ahead, timing) in modes.items():

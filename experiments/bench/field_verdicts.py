@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from split_cluster import busy_share, cpu_lines, split_cluster
+from split_cluster import add_split_arguments, busy_share, cluster_from, cpu_lines
 from verdict_rows import verdict_row
 
 RULE = re.compile(r"rule ([\w-]+)")
@@ -170,28 +170,13 @@ def main() -> None:
     # against a one-node run whose quiet windows pause its builds.
     parser.add_argument("--builds", default="local", choices=["local", "pool"])
     parser.add_argument("--kept", type=int, default=-1, help="evaluation.gpu_node_cores_kept")
-    parser.add_argument("--split", action="store_true", help="a GPU node and CPU-only build nodes")
-    parser.add_argument("--node-cpus", type=int, default=4)
-    parser.add_argument(
-        "--gpu-node-cpus", type=int, default=0, help="with --split: the GPU node's cores (0: --node-cpus)"
-    )
-    parser.add_argument("--build-nodes", type=int, default=3)
-    parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
+    add_split_arguments(parser)
     args = parser.parse_args()
-    if args.split and args.kept < 0:
-        # The GPU node builds nothing, whatever its size: every build on the CPU nodes (a GPU node
-        # of 4 keeps its 4 by default anyway; one of 8 would give 3 cores to builds).
-        args.kept = args.gpu_node_cpus or args.node_cpus
     if args.merge:
         merge(args.merge)
         return
     # The cluster first: it turns on Ray's token authentication, which Ray reads when imported.
-    cluster = (
-        split_cluster(args.node_cpus, args.build_nodes, args.pin, args.gpu_node_cpus)
-        if args.split
-        else contextlib.nullcontext()
-    )
-    with cluster as split:
+    with cluster_from(args) as split:
         run(args, split)
 
 

@@ -4,11 +4,13 @@
 session of its own and, with ``pin``, on cores of its own (``taskset``): one GPU machine split
 the way a cluster of one GPU node and cheap CPU-only nodes is. ``cpu_lines`` and ``busy_share``
 say how busy a set of cores was between two readings of ``/proc/stat`` (the GPU node's, pinned).
-Used by ``build_throughput.py --split`` and ``field_verdicts.py --split``.
+Used by ``build_throughput.py --split`` and ``field_verdicts.py --split``, whose options
+``add_split_arguments`` adds and ``cluster_from`` reads.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import secrets
@@ -21,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def cpu_lines() -> dict[str, list[int]]:
@@ -43,6 +46,28 @@ def busy_share(before: dict[str, list[int]], after: dict[str, list[int]], cpus: 
         idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
         busy, total = busy + sum(delta) - idle, total + sum(delta)
     return round(busy / total, 3) if total else None
+
+
+def add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--split``, ``--node-cpus``, ``--gpu-node-cpus``, ``--build-nodes`` and ``--pin``."""
+    parser.add_argument("--split", action="store_true", help="a GPU node and CPU-only build nodes")
+    parser.add_argument("--node-cpus", type=int, default=4)
+    parser.add_argument(
+        "--gpu-node-cpus", type=int, default=0, help="with --split: the GPU node's cores (0: --node-cpus)"
+    )
+    parser.add_argument("--build-nodes", type=int, default=3)
+    parser.add_argument("--pin", action="store_true", help="with --split: each node on cores of its own")
+
+
+def cluster_from(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """The split cluster ``args`` ask for (a null context without ``--split``). With ``--split``
+    and ``--kept`` automatic (< 0), the GPU node keeps all its cores, whatever its size: every
+    build on the CPU nodes (a GPU node of 8 would otherwise give 3 cores to builds)."""
+    if not args.split:
+        return contextlib.nullcontext()
+    if args.kept < 0:
+        args.kept = args.gpu_node_cpus or args.node_cpus
+    return split_cluster(args.node_cpus, args.build_nodes, args.pin, args.gpu_node_cpus)
 
 
 def free_port() -> int:
