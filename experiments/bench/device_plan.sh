@@ -56,8 +56,9 @@
 # (its launch_fast: the same pair with each figure re-derived from the rounds whose launch path
 # read fast, from the rows' round_ratios and round_dispatch_us; session 26)
 # Session 34 ran split1, split2 (one warm machine), gpu2 (16 passed) and split-tenants. Not run
-# on the current tree: the pooled builds' credit (69f45a1; gpu4-builds covers the pool path),
-# gpu4. Next for issue 37's split: GPU_CPUS=8 BUILD_NODES=2 (the GPU node on 8 cores, two 4-core
+# on the current tree (no GPU test ran after these): the pooled builds' credit (69f45a1: run
+# gpu4-builds first) and kill_session's newest-pid probe (ef6289b: gpu2's faults), then gpu1,
+# gpu3, gpu4. Next for issue 37's split: GPU_CPUS=8 BUILD_NODES=2 (the GPU node on 8 cores, two 4-core
 # build nodes) or CONC=4, split1 then split2, to tell the GPU node's own load from the socket
 # the build nodes share (session 34's host-bound median 4.0 % against 3.0 % paused).
 set -uo pipefail
